@@ -1,0 +1,142 @@
+"""Find a C compiler, build shared libraries with a content-addressed disk cache, and load them."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..env import settings
+from ..errors import CompileError, CompilerNotFoundError
+from .target import Target
+
+CACHE_FORMAT = 1  # bump when the layout or meaning of cached files changes
+CANDIDATES = ("cc", "gcc", "clang")
+LINK_FLAGS = ("-lm",)
+ERROR_LINES = 40
+INSTALL_HINT = "install gcc or clang, e.g. `apt-get install gcc`, or set CC=/path/to/compiler"
+
+
+@dataclass(frozen=True, slots=True)
+class Compiler:
+    """A C compiler: absolute path and the first line of its ``--version`` output."""
+
+    path: str
+    version: str
+
+
+def find_compiler() -> Compiler:
+    """The compiler named by ``CC``, else the first of cc, gcc, clang on PATH."""
+    cc = settings().cc
+    if cc is not None:
+        path = shutil.which(cc)
+        if path is None:
+            raise CompilerNotFoundError(f"CC={cc!r} is not an executable; fix or unset CC, or {INSTALL_HINT}")
+        return _probe(os.path.realpath(path), os.stat(path).st_mtime_ns)
+    for name in CANDIDATES:
+        path = shutil.which(name)
+        if path is not None:
+            return _probe(os.path.realpath(path), os.stat(path).st_mtime_ns)
+    raise CompilerNotFoundError(f"no C compiler ({', '.join(CANDIDATES)}) found on PATH; {INSTALL_HINT}")
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(path: str, mtime_ns: int) -> Compiler:
+    """Run ``--version`` once per compiler binary (the mtime makes an upgrade a new entry)."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise CompilerNotFoundError(f"{path} does not run ({e}); {INSTALL_HINT}") from e
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise CompilerNotFoundError(f"{path} --version failed; is it a C compiler? {INSTALL_HINT}")
+    return Compiler(path=path, version=lines[0])
+
+
+def compile_shared(
+    source: str,
+    target: Target,
+    extra_flags: tuple[str, ...] = (),
+    timeout: float | None = None,
+    compiler: Compiler | None = None,
+) -> Path:
+    """Build ``source`` into a shared library and return its path.
+
+    Libraries are cached in the settings cache directory under a hash of everything that can
+    change the result, so a second call with the same inputs returns at once without compiling.
+    """
+    env = settings()
+    cc = compiler or find_compiler()
+    flags = (*target.cflags(), *env.cflags, *extra_flags)
+    key = cache_key(source, cc, flags)
+    out_dir = env.cache_dir / "kernels"
+    lib = out_dir / f"{key}.so"
+    if lib.exists():
+        return lib
+    out_dir.mkdir(parents=True, exist_ok=True)
+    c_file = _write_atomic(out_dir / f"{key}.c", source)  # kept next to the library for inspection
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}-", suffix=".so.tmp", dir=out_dir)
+    os.close(fd)
+    try:
+        _run_compiler([cc.path, *flags, "-o", tmp, str(c_file), *LINK_FLAGS], source, timeout)
+        os.replace(tmp, lib)  # atomic: other processes see either no library or a complete one
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return lib
+
+
+def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...]) -> str:
+    """sha256 over every input that can change the compiled library."""
+    parts = [CACHE_FORMAT, __version__, compiler.path, compiler.version, list(flags), list(LINK_FLAGS), source]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def _run_compiler(command: list[str], source: str, timeout: float | None) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        output = _text(e.stdout) + _text(e.stderr)
+        raise CompileError(f"compiler timed out after {timeout} s: {' '.join(command)}", source, output) from None
+    if done.returncode != 0:
+        output = done.stdout + done.stderr
+        head = "\n".join(done.stderr.splitlines()[:ERROR_LINES])
+        raise CompileError(
+            f"C compilation failed (exit {done.returncode}): {' '.join(command)}\n{head}", source, output
+        )
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+def _write_atomic(path: Path, text: str) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+_loaded: dict[str, ctypes.CDLL] = {}
+_loaded_lock = threading.Lock()
+
+
+def load_library(path: Path | str) -> ctypes.CDLL:
+    """Load a shared library once per process; later calls with the same path return the same handle."""
+    key = str(Path(path).resolve())
+    with _loaded_lock:
+        lib = _loaded.get(key)
+        if lib is None:
+            lib = _loaded[key] = ctypes.CDLL(key)
+        return lib

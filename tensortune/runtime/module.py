@@ -1,0 +1,200 @@
+"""A compiled kernel that can be called on numpy arrays and timed.
+
+Calling convention of the C entry point: ``int32_t entry(void** args, int32_t num_threads)``,
+where ``args`` holds the data pointers of the user arrays in order, then the workspace buffers.
+It returns 0 on success.
+"""
+from __future__ import annotations
+
+import ctypes
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..dtype import DType
+from ..env import settings
+from ..errors import ArgumentError, TensortuneError
+from .compiler import load_library
+from .timer import timer_functions
+
+ALIGNMENT = 64  # bytes; one cache line and one AVX-512 register
+MAX_CALIBRATIONS = 5
+
+
+class KernelRuntimeError(TensortuneError, RuntimeError):
+    """A kernel could not be loaded, or returned a nonzero error code."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgSpec:
+    """Name, shape and dtype of one kernel argument or workspace buffer."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        object.__setattr__(self, "dtype", DType.of(self.dtype))
+        if any(n < 0 for n in self.shape):
+            raise ArgumentError(f"argument '{self.name}' has a negative extent in shape {self.shape}")
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}{list(self.shape)}"
+
+
+@dataclass(frozen=True, slots=True)
+class TimingResult:
+    """Per-repeat mean seconds per call."""
+
+    results: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def std(self) -> float:
+        """Population standard deviation (0 for a single repeat)."""
+        return statistics.pstdev(self.results)
+
+
+class Module:
+    """A kernel in a loaded shared library, with its argument specs and preallocated workspaces."""
+
+    def __init__(
+        self,
+        lib_path: Path | str,
+        entry: str,
+        args: tuple[ArgSpec, ...],
+        workspaces: tuple[ArgSpec, ...] = (),
+        source: str = "",
+        num_threads: int | None = None,
+    ):
+        self.lib_path = Path(lib_path)
+        self.entry = entry
+        self.args = tuple(args)
+        self.workspaces = tuple(workspaces)
+        self.source = source
+        # Read once here, not per call: the environment is a setting of the run, not of each call.
+        self.num_threads = _check_threads(num_threads) if num_threads is not None else settings().num_threads
+        try:
+            self._func = load_library(self.lib_path)[entry]
+        except (OSError, AttributeError) as e:
+            raise KernelRuntimeError(f"cannot load kernel '{entry}' from {self.lib_path}: {e}") from e
+        self._func.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
+        self._func.restype = ctypes.c_int32
+        # Allocated once and reused by every call.
+        self._workspace_arrays = tuple(_aligned_zeros(w.shape, w.dtype) for w in self.workspaces)
+        self._last_arrays: tuple[np.ndarray, ...] = ()
+        self._last_pointers: ctypes.Array | None = None
+
+    def __call__(self, *arrays: np.ndarray, num_threads: int | None = None) -> None:
+        """Run the kernel on ``arrays`` (inputs and outputs, in the order of ``self.args``)."""
+        pointers = self._pointers(arrays)
+        rc = self._func(pointers, self._threads(num_threads))
+        if rc != 0:
+            raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {rc}")
+
+    def time_evaluator(
+        self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0, num_threads: int | None = None
+    ) -> Callable[..., TimingResult]:
+        """A function that times the kernel on given arrays, with the loop in native code.
+
+        After one warm-up call, each of ``repeat`` measurements runs the kernel ``number`` times and
+        records the mean. If ``min_repeat_ms`` > 0, ``number`` is first raised until one measurement
+        takes at least that long (at most MAX_CALIBRATIONS tries).
+        """
+        if number < 1 or repeat < 1 or min_repeat_ms < 0:
+            raise ArgumentError(
+                f"time_evaluator needs number >= 1, repeat >= 1 and min_repeat_ms >= 0; "
+                f"got number={number}, repeat={repeat}, min_repeat_ms={min_repeat_ms}"
+            )
+        threads = self._threads(num_threads)
+        time_calls, last_error = timer_functions()
+        function = ctypes.cast(self._func, ctypes.c_void_p)
+
+        def run(pointers: ctypes.Array, count: int) -> float:
+            seconds = time_calls(function, pointers, threads, count)
+            if seconds < 0:
+                raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {last_error()} while timed")
+            return seconds
+
+        def evaluate(*arrays: np.ndarray) -> TimingResult:
+            pointers = self._pointers(arrays)
+            run(pointers, 1)  # warm-up: caches, page faults, OpenMP thread pool start
+            count = number
+            for _ in range(MAX_CALIBRATIONS if min_repeat_ms > 0 else 0):
+                elapsed_ms = run(pointers, count) * 1e3
+                if elapsed_ms >= min_repeat_ms:
+                    break
+                per_call_ms = max(elapsed_ms / count, 1e-6)
+                count = max(int(min_repeat_ms / per_call_ms) + 1, int(count * 1.618) + 1)
+            return TimingResult(tuple(run(pointers, count) / count for _ in range(repeat)))
+
+        return evaluate
+
+    def __repr__(self) -> str:
+        args = ", ".join(str(a) for a in self.args)
+        return f"Module({self.entry}({args}), lib={self.lib_path})"
+
+    def _threads(self, num_threads: int | None) -> int:
+        return self.num_threads if num_threads is None else _check_threads(num_threads)
+
+    def _pointers(self, arrays: tuple[np.ndarray, ...]) -> ctypes.Array:
+        """Check ``arrays`` and return the ``void*`` array to pass; rebuilt only when the arrays change."""
+        self._check(arrays)  # every call: shape and dtype of an ndarray can be reassigned in place
+        last = self._last_arrays
+        # Identity is a safe key because self._last_arrays keeps those arrays (and their ids) alive.
+        if len(arrays) == len(last) and all(a is b for a, b in zip(arrays, last)):
+            return self._last_pointers
+        data = [a.ctypes.data for a in (*arrays, *self._workspace_arrays)]
+        self._last_pointers = (ctypes.c_void_p * max(1, len(data)))(*data)
+        self._last_arrays = tuple(arrays)
+        return self._last_pointers
+
+    def _check(self, arrays: tuple[np.ndarray, ...]) -> None:
+        if len(arrays) != len(self.args):
+            expected = ", ".join(str(a) for a in self.args)
+            raise ArgumentError(
+                f"kernel '{self.entry}' takes {len(self.args)} arrays ({expected}), got {len(arrays)}"
+            )
+        for spec, a in zip(self.args, arrays):
+            if not isinstance(a, np.ndarray):
+                raise ArgumentError(f"argument '{spec.name}' must be a numpy array, got {type(a).__name__}")
+            if a.dtype != spec.dtype.numpy:
+                raise ArgumentError(
+                    f"argument '{spec.name}' must have dtype {spec.dtype}, got {a.dtype}; "
+                    f"convert it with .astype(np.{spec.dtype})"
+                )
+            if a.shape != spec.shape:
+                raise ArgumentError(f"argument '{spec.name}' must have shape {spec.shape}, got {a.shape}")
+            if not a.flags.c_contiguous:
+                raise ArgumentError(
+                    f"argument '{spec.name}' is not C-contiguous; pass np.ascontiguousarray(...) instead"
+                )
+
+
+def _check_threads(num_threads: int) -> int:
+    if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
+        raise ArgumentError(f"num_threads must be an integer >= 1, got {num_threads!r}")
+    return num_threads
+
+
+def _aligned_zeros(shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    """A zero-filled C-contiguous array whose data starts on an ALIGNMENT-byte boundary."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.bytes
+    raw = np.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
+    offset = -raw.ctypes.data % ALIGNMENT
+    return raw[offset : offset + nbytes].view(dtype.numpy).reshape(shape)

@@ -1,0 +1,49 @@
+"""A tiny native library that times repeated kernel calls, so Python overhead is not measured."""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from .compiler import compile_shared, load_library
+from .target import ISA, Target
+
+TIMER_SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+
+typedef int32_t (*tt_kernel)(void**, int32_t);
+static _Thread_local int32_t last_error;
+
+/* Return code of the kernel call that made the last tt_time_calls fail (0 if none failed). */
+int32_t tt_last_error(void) { return last_error; }
+
+/* Seconds taken by `number` calls of f, or -1.0 if a call returns nonzero (see tt_last_error). */
+double tt_time_calls(tt_kernel f, void** args, int32_t num_threads, int64_t number) {
+    struct timespec t0, t1;
+    last_error = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int64_t i = 0; i < number; i++) {
+        int32_t rc = f(args, num_threads);
+        if (rc != 0) {
+            last_error = rc;
+            return -1.0;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+"""
+
+
+@functools.cache
+def timer_functions() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
+    """``(tt_time_calls, tt_last_error)`` from the support library, built once (and cached on disk)."""
+    host = Target.host()
+    lib = load_library(compile_shared(TIMER_SOURCE, Target(ISA.SCALAR, host.num_cores, host.arch)))
+    time_calls = lib.tt_time_calls
+    time_calls.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.c_int64]
+    time_calls.restype = ctypes.c_double
+    last_error = lib.tt_last_error
+    last_error.argtypes = []
+    last_error.restype = ctypes.c_int32
+    return time_calls, last_error
