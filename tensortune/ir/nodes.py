@@ -1,0 +1,149 @@
+"""Loop IR: flat buffers, loads/stores and loop statements. One frozen class per construct."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from math import prod
+
+from ..dtype import DType
+from ..errors import DTypeError
+from ..te.expr import Expr, StmtBase, Var
+
+
+class Scope(Enum):
+    """Where a buffer lives."""
+
+    GLOBAL = "global"  # kernel argument or runtime-owned workspace
+    LOCAL = "local"  # allocated inside the kernel at its compute_at point (stack or registers)
+
+
+class ForKind(Enum):
+    """How a loop runs. GPU backends add thread/block bindings here."""
+
+    SERIAL = "serial"
+    UNROLLED = "unrolled"
+    VECTORIZED = "vectorized"
+    PARALLEL = "parallel"
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A dense row-major array; loads and stores address it with one flat index."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    scope: Scope = Scope.GLOBAL
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Load(Expr):
+    """``buffer[index]``."""
+
+    buffer: Buffer
+    index: Expr
+
+    def __post_init__(self):
+        if not self.index.dtype.is_int:
+            raise DTypeError(f"index of buffer '{self.buffer.name}' must be an integer, got {self.index.dtype}")
+
+    @property
+    def dtype(self) -> DType:
+        return self.buffer.dtype
+
+    def text(self, s) -> str:
+        return f"{self.buffer.name}[{s(self.index)}]"
+
+
+class Stmt(StmtBase):
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        from .printer import stmt_str
+
+        return stmt_str(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Store(Stmt):
+    """``buffer[index] = value``."""
+
+    buffer: Buffer
+    index: Expr
+    value: Expr
+
+    def __post_init__(self):
+        if self.value.dtype != self.buffer.dtype:
+            raise DTypeError(
+                f"storing a {self.value.dtype} value into buffer '{self.buffer.name}' of {self.buffer.dtype}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class For(Stmt):
+    """``for var in [0, extent)`` run ``body``, serially, unrolled, vectorized or in parallel."""
+
+    var: Var
+    extent: int
+    kind: ForKind
+    body: Stmt
+
+    def __post_init__(self):
+        assert isinstance(self.extent, int) and self.extent >= 1, f"loop {self.var.name}: extent {self.extent}"
+
+
+@dataclass(frozen=True, slots=True)
+class Seq(Stmt):
+    """Statements run in order."""
+
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IfThenElse(Stmt):
+    cond: Expr
+    then: Stmt
+    otherwise: Stmt | None = None
+
+    def __post_init__(self):
+        assert self.cond.dtype is DType.bool
+
+
+@dataclass(frozen=True, slots=True)
+class Allocate(Stmt):
+    """A local buffer that exists while ``body`` runs."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, slots=True)
+class PrimFunc:
+    """A lowered kernel: arguments (inputs then outputs), runtime-owned workspaces, and a body."""
+
+    name: str
+    args: tuple[Buffer, ...]
+    workspaces: tuple[Buffer, ...]
+    body: Stmt
+
+    def __str__(self) -> str:
+        from .printer import func_str
+
+        return func_str(self)
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """Build a statement sequence, flattening nested sequences and dropping ``None``."""
+    out: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            out.extend(s.stmts)
+        else:
+            out.append(s)
+    return out[0] if len(out) == 1 else Seq(tuple(out))

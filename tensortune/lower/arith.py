@@ -1,0 +1,269 @@
+"""Integer arithmetic analysis: linear forms, interval bounds and expression simplification.
+
+``Ranges`` maps loop variables to their inclusive integer bounds; simplification uses them
+to fold comparisons (guards) and to remove ``//`` and ``%`` whose result is known.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+from ..dtype import DType
+from ..te.expr import Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, MathFunc, Not, Select, Var, transform
+
+Ranges = dict  # Var -> (lo, hi), inclusive
+
+Linear = tuple  # (dict[Expr, int] atom -> coefficient, int constant)
+
+
+def linear(e: Expr) -> Linear:
+    """Write an integer expression as ``sum(coef * atom) + const``; non-linear parts become atoms."""
+    if isinstance(e, Const):
+        return {}, int(e.value)
+    if isinstance(e, Binary) and e.op in (BinOp.ADD, BinOp.SUB):
+        ta, ca = linear(e.a)
+        tb, cb = linear(e.b)
+        sign = 1 if e.op is BinOp.ADD else -1
+        out = dict(ta)
+        for k, v in tb.items():
+            out[k] = out.get(k, 0) + sign * v
+        return {k: v for k, v in out.items() if v != 0}, ca + sign * cb
+    if isinstance(e, Binary) and e.op is BinOp.MUL:
+        ta, ca = linear(e.a)
+        tb, cb = linear(e.b)
+        if not ta:
+            return {k: v * ca for k, v in tb.items() if v * ca != 0}, ca * cb
+        if not tb:
+            return {k: v * cb for k, v in ta.items() if v * cb != 0}, ca * cb
+    return {e: 1}, 0
+
+
+def from_linear(terms: dict, c: int, dtype: DType = DType.int32) -> Expr:
+    """Rebuild an expression from a linear form: positive terms, then negative ones, then the constant."""
+    out: Expr | None = None
+    for atom, coef in terms.items():
+        if coef > 0:
+            t = atom if coef == 1 else Binary(BinOp.MUL, atom, Const(coef, dtype))
+            out = t if out is None else Binary(BinOp.ADD, out, t)
+    for atom, coef in terms.items():
+        if coef < 0:
+            t = atom if coef == -1 else Binary(BinOp.MUL, atom, Const(-coef, dtype))
+            out = Binary(BinOp.SUB, Const(0, dtype) if out is None else out, t)
+    if out is None:
+        return Const(c, dtype)
+    if c > 0:
+        return Binary(BinOp.ADD, out, Const(c, dtype))
+    if c < 0:
+        return Binary(BinOp.SUB, out, Const(-c, dtype))
+    return out
+
+
+def bounds(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
+    """Inclusive integer bounds of ``e`` over ``ranges``, or None when unknown."""
+    if isinstance(e, Const):
+        return int(e.value), int(e.value)
+    if isinstance(e, Var):
+        return ranges.get(e)
+    if isinstance(e, Binary) and e.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
+        terms, c = linear(e)
+        if len(terms) != 1 or next(iter(terms)) is not e:  # reducible to a linear form
+            lo = hi = c
+            for atom, coef in terms.items():
+                b = bounds(atom, ranges)
+                if b is None:
+                    return None
+                lo += min(coef * b[0], coef * b[1])
+                hi += max(coef * b[0], coef * b[1])
+            return lo, hi
+        a, b = bounds(e.a, ranges), bounds(e.b, ranges)
+        if a is None or b is None:
+            return None
+        ps = [x * y for x in a for y in b]
+        return min(ps), max(ps)
+    if isinstance(e, Binary) and e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and isinstance(e.b, Const) \
+            and e.b.value > 0:
+        c = int(e.b.value)
+        a = bounds(e.a, ranges)
+        if e.op is BinOp.FLOORDIV:
+            return None if a is None else (a[0] // c, a[1] // c)
+        if a is not None and a[0] // c == a[1] // c:
+            return a[0] % c, a[1] % c
+        return 0, c - 1
+    if isinstance(e, Binary) and e.op in (BinOp.MIN, BinOp.MAX):
+        a, b = bounds(e.a, ranges), bounds(e.b, ranges)
+        if a is None or b is None:
+            return None
+        f = min if e.op is BinOp.MIN else max
+        return f(a[0], b[0]), f(a[1], b[1])
+    if isinstance(e, Select):
+        a, b = bounds(e.true_value, ranges), bounds(e.false_value, ranges)
+        if a is None or b is None:
+            return None
+        return min(a[0], b[0]), max(a[1], b[1])
+    return None
+
+
+def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
+    """Fold constants, canonicalise integer arithmetic and drop ``//``/``%``/guards known from ranges."""
+    ranges = ranges or {}
+    return transform(e, lambda n: _rewrite(n, ranges) if isinstance(n, Expr) else n)
+
+
+_FOLD = {
+    BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul,
+    BinOp.MIN: min, BinOp.MAX: max,
+}
+_CMP = {CmpOp.EQ: operator.eq, CmpOp.NE: operator.ne, CmpOp.LT: operator.lt, CmpOp.LE: operator.le,
+        CmpOp.GT: operator.gt, CmpOp.GE: operator.ge}
+_MATH = {MathFunc.EXP: math.exp, MathFunc.LOG: math.log, MathFunc.SQRT: math.sqrt, MathFunc.TANH: math.tanh,
+         MathFunc.ABS: abs, MathFunc.FLOOR: math.floor}
+
+
+def _true(v: bool) -> Const:
+    return Const(int(v), DType.bool)
+
+
+def _rewrite(n: Expr, ranges: Ranges) -> Expr:
+    if isinstance(n, Binary):
+        return _rewrite_binary(n, ranges)
+    if isinstance(n, Compare):
+        if isinstance(n.a, Const) and isinstance(n.b, Const):
+            return _true(_CMP[n.op](n.a.value, n.b.value))
+        if n.a.dtype.is_int:
+            d = bounds(Binary(BinOp.SUB, n.a, n.b), ranges)
+            if d is not None:
+                known = _decide(n.op, d)
+                if known is not None:
+                    return _true(known)
+        return n
+    if isinstance(n, Not) and isinstance(n.a, Const):
+        return _true(not n.a.value)
+    if isinstance(n, Select) and isinstance(n.cond, Const):
+        return n.true_value if n.cond.value else n.false_value
+    if isinstance(n, Cast) and isinstance(n.value, Const):
+        v = n.value.value
+        if n.to.is_int and n.value.dtype.is_float:
+            v = math.trunc(v)
+        return Const(v, n.to)
+    if isinstance(n, Call) and isinstance(n.args[0], Const) and n.func is not MathFunc.LOG:
+        return Const(_MATH[n.func](n.args[0].value), n.dtype)
+    return n
+
+
+def _decide(op: CmpOp, d: tuple[int, int]) -> bool | None:
+    """Decide ``a op b`` from the bounds ``d`` of ``a - b``."""
+    lo, hi = d
+    if op is CmpOp.LT:
+        return True if hi < 0 else False if lo >= 0 else None
+    if op is CmpOp.LE:
+        return True if hi <= 0 else False if lo > 0 else None
+    if op is CmpOp.GT:
+        return True if lo > 0 else False if hi <= 0 else None
+    if op is CmpOp.GE:
+        return True if lo >= 0 else False if hi < 0 else None
+    if op is CmpOp.EQ:
+        return True if lo == hi == 0 else False if lo > 0 or hi < 0 else None
+    return False if lo == hi == 0 else True if lo > 0 or hi < 0 else None
+
+
+def _rewrite_binary(n: Binary, ranges: Ranges) -> Expr:
+    a, b, op = n.a, n.b, n.op
+    if op in (BinOp.AND, BinOp.OR):
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Const):
+                if op is BinOp.AND:
+                    return y if x.value else _true(False)
+                return _true(True) if x.value else y
+        return n
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _fold(op, a, b)
+    if not n.dtype.is_int:
+        if op is BinOp.ADD and _is(b, 0) or op is BinOp.SUB and _is(b, 0):
+            return a
+        if op is BinOp.ADD and _is(a, 0):
+            return b
+        if op in (BinOp.MUL, BinOp.DIV) and _is(b, 1):
+            return a
+        if op is BinOp.MUL and _is(a, 1):
+            return b
+        return n
+    if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
+        terms, c = linear(n)
+        return from_linear(terms, c, n.dtype)
+    if op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and isinstance(b, Const) and b.value > 0:
+        return _divmod(op, a, int(b.value), n, ranges)
+    if op in (BinOp.MIN, BinOp.MAX):
+        d = bounds(Binary(BinOp.SUB, a, b), ranges)
+        if d is not None:
+            if d[1] <= 0:
+                return a if op is BinOp.MIN else b
+            if d[0] >= 0:
+                return b if op is BinOp.MIN else a
+    return n
+
+
+def _divmod(op: BinOp, a: Expr, c: int, n: Expr, ranges: Ranges) -> Expr:
+    if c == 1:
+        return a if op is BinOp.FLOORDIV else Const(0, n.dtype)
+    terms, k = linear(a)
+    quot = {t: v // c for t, v in terms.items() if v % c == 0}
+    rest = {t: v for t, v in terms.items() if v % c != 0}
+    q0, k = divmod(k, c)
+    r = from_linear(rest, k, n.dtype)
+    rb = bounds(r, ranges)
+    if rb is not None and rb[0] // c == rb[1] // c:
+        base = rb[0] // c
+        if op is BinOp.FLOORDIV:
+            return from_linear(quot, q0 + base, n.dtype)
+        return from_linear(rest, k - base * c, n.dtype)
+    if op is BinOp.FLOORMOD:
+        return Binary(BinOp.FLOORMOD, r, Const(c, n.dtype)) if quot else n
+    if not quot:
+        return n if q0 == 0 else from_linear({Binary(BinOp.FLOORDIV, r, Const(c, n.dtype)): 1}, q0, n.dtype)
+    return from_linear({**quot, Binary(BinOp.FLOORDIV, r, Const(c, n.dtype)): 1}, q0, n.dtype)
+
+
+def _is(e: Expr, v) -> bool:
+    return isinstance(e, Const) and e.value == v
+
+
+def _fold(op: BinOp, a: Const, b: Const) -> Expr:
+    x, y = a.value, b.value
+    if op in _FOLD:
+        return Const(_FOLD[op](x, y), a.dtype)
+    if op is BinOp.DIV:
+        return Const(x / y, a.dtype) if y != 0 else Binary(op, a, b)
+    if y == 0:
+        return Binary(op, a, b)
+    return Const(x // y if op is BinOp.FLOORDIV else x % y, a.dtype)
+
+
+def region(e: Expr, free: Ranges, ranges: Ranges) -> tuple[Expr, int] | None:
+    """Range of ``e`` while the ``free`` vars sweep their ranges and other vars stay fixed.
+
+    Returns ``(min_expr, extent)`` where ``min_expr`` depends only on fixed variables, or None
+    when the extent is not a constant (the caller then falls back to the whole dimension).
+    """
+    e = simplify(e, {**ranges, **free})
+    terms, c = linear(e)
+    fixed: dict = {}
+    lo = hi = c
+    for atom, coef in terms.items():
+        deps = {v for v in _vars(atom)}
+        if not deps & free.keys():
+            fixed[atom] = coef
+            continue
+        if deps - free.keys():
+            return None
+        b = bounds(atom, free)
+        if b is None:
+            return None
+        lo += min(coef * b[0], coef * b[1])
+        hi += max(coef * b[0], coef * b[1])
+    return from_linear(fixed, lo, e.dtype), hi - lo + 1
+
+
+def _vars(e: Expr) -> set:
+    from ..te.expr import free_vars
+
+    return free_vars(e)

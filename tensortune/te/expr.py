@@ -1,0 +1,541 @@
+"""Scalar expression nodes shared by tensor expressions and the loop IR.
+
+Every node is an immutable dataclass compared structurally. Constructors
+validate their operands: a dtype mismatch is a ``DTypeError`` that prints both
+operands, so the tensors involved are named in the message.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any, Callable, Iterator, Union
+
+from ..dtype import DType
+from ..errors import DTypeError, ExprError
+
+_uid = itertools.count()
+
+
+class Expr:
+    """Base of scalar expressions. Python operators build new nodes (``==`` stays structural)."""
+
+    __slots__ = ()
+
+    @property
+    def dtype(self) -> DType:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    # arithmetic -----------------------------------------------------------
+    def __add__(self, o): return _arith(BinOp.ADD, self, o)
+    def __radd__(self, o): return _arith(BinOp.ADD, o, self)
+    def __sub__(self, o): return _arith(BinOp.SUB, self, o)
+    def __rsub__(self, o): return _arith(BinOp.SUB, o, self)
+    def __mul__(self, o): return _arith(BinOp.MUL, self, o)
+    def __rmul__(self, o): return _arith(BinOp.MUL, o, self)
+    def __truediv__(self, o): return _arith(BinOp.DIV, self, o)
+    def __rtruediv__(self, o): return _arith(BinOp.DIV, o, self)
+    def __floordiv__(self, o): return _arith(BinOp.FLOORDIV, self, o)
+    def __rfloordiv__(self, o): return _arith(BinOp.FLOORDIV, o, self)
+    def __mod__(self, o): return _arith(BinOp.FLOORMOD, self, o)
+    def __rmod__(self, o): return _arith(BinOp.FLOORMOD, o, self)
+    def __neg__(self): return _arith(BinOp.SUB, const(0, self.dtype), self)
+
+    # comparisons (``==``/``!=`` are structural; use ``equal``/``not_equal``) --
+    def __lt__(self, o): return _compare(CmpOp.LT, self, o)
+    def __le__(self, o): return _compare(CmpOp.LE, self, o)
+    def __gt__(self, o): return _compare(CmpOp.GT, self, o)
+    def __ge__(self, o): return _compare(CmpOp.GE, self, o)
+
+    def __and__(self, o): return Binary(BinOp.AND, self, as_expr(o, DType.bool))
+    def __or__(self, o): return Binary(BinOp.OR, self, as_expr(o, DType.bool))
+    def __invert__(self): return Not(self)
+
+    def __bool__(self):
+        raise ExprError(
+            "a tensor expression has no truth value; use tensortune.te.select / if_then_else "
+            "instead of Python 'if', and '&'/'|' instead of 'and'/'or'"
+        )
+
+    def astype(self, dtype: DType | str) -> "Expr":
+        return cast(dtype, self)
+
+    def __str__(self) -> str:
+        from .printer import expr_str
+
+        return expr_str(self)
+
+
+class BinOp(Enum):
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"
+    FLOORDIV = "//"
+    FLOORMOD = "%"
+    MIN = "min"
+    MAX = "max"
+    AND = "&&"
+    OR = "||"
+
+
+class CmpOp(Enum):
+    EQ = "=="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+
+
+class MathFunc(Enum):
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    TANH = "tanh"
+    ABS = "abs"
+    FLOOR = "floor"
+
+
+class Reducer(Enum):
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
+class AxisKind(Enum):
+    SPATIAL = "spatial"
+    REDUCE = "reduce"
+
+
+@dataclass(frozen=True, slots=True)
+class Var(Expr):
+    """A named integer variable (loop index). Two vars are equal only if they share ``uid``."""
+
+    name: str
+    dtype: DType = DType.int32
+    uid: int = field(default_factory=lambda: next(_uid))
+
+    def __post_init__(self):
+        if not self.name or not isinstance(self.name, str):
+            raise ExprError("a Var needs a non-empty string name")
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Expr):
+    """A literal of a given dtype."""
+
+    value: int | float
+    dtype: DType
+
+    def __post_init__(self):
+        if self.dtype.is_float:
+            object.__setattr__(self, "value", float(self.value))
+        elif isinstance(self.value, float):
+            if not self.value.is_integer():
+                raise DTypeError(f"constant {self.value} is not an integer but dtype is {self.dtype}")
+            object.__setattr__(self, "value", int(self.value))
+        elif self.dtype is DType.bool:
+            object.__setattr__(self, "value", int(bool(self.value)))
+
+
+@dataclass(frozen=True, slots=True)
+class Binary(Expr):
+    """Arithmetic or logical binary operation on operands of one dtype."""
+
+    op: BinOp
+    a: Expr
+    b: Expr
+
+    def __post_init__(self):
+        if self.a.dtype != self.b.dtype:
+            raise DTypeError(
+                f"operands of '{self.op.value}' have different dtypes: ({self.a}) is {self.a.dtype}, "
+                f"({self.b}) is {self.b.dtype}; cast one of them with .astype()"
+            )
+        if self.op in (BinOp.AND, BinOp.OR) and self.a.dtype is not DType.bool:
+            raise DTypeError(f"'{self.op.value}' needs boolean operands, got {self.a.dtype}")
+        if self.op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and not self.a.dtype.is_int:
+            raise DTypeError(f"'{self.op.value}' needs integer operands, got {self.a.dtype}; use '/' for floats")
+        if self.op is BinOp.DIV and not self.a.dtype.is_float:
+            raise DTypeError(f"'/' needs float operands, got {self.a.dtype}; use '//' for integers")
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Expr):
+    """A comparison; its dtype is bool."""
+
+    op: CmpOp
+    a: Expr
+    b: Expr
+
+    def __post_init__(self):
+        if self.a.dtype != self.b.dtype:
+            raise DTypeError(
+                f"operands of '{self.op.value}' have different dtypes: ({self.a}) is {self.a.dtype}, "
+                f"({self.b}) is {self.b.dtype}"
+            )
+
+    @property
+    def dtype(self) -> DType:
+        return DType.bool
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Expr):
+    a: Expr
+
+    def __post_init__(self):
+        if self.a.dtype is not DType.bool:
+            raise DTypeError(f"'~' needs a boolean operand, got {self.a.dtype}")
+
+    @property
+    def dtype(self) -> DType:
+        return DType.bool
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Expr):
+    """``cond ? true_value : false_value``; both branches may be evaluated."""
+
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+
+    def __post_init__(self):
+        if self.cond.dtype is not DType.bool:
+            raise DTypeError(f"select condition must be boolean, got ({self.cond}) of {self.cond.dtype}")
+        if self.true_value.dtype != self.false_value.dtype:
+            raise DTypeError(
+                f"select branches have different dtypes: ({self.true_value}) is {self.true_value.dtype}, "
+                f"({self.false_value}) is {self.false_value.dtype}"
+            )
+
+    @property
+    def dtype(self) -> DType:
+        return self.true_value.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Cast(Expr):
+    to: DType
+    value: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.to
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Expr):
+    """An elementwise math function on float operands."""
+
+    func: MathFunc
+    args: tuple[Expr, ...]
+
+    def __post_init__(self):
+        if len(self.args) != 1:
+            raise ExprError(f"{self.func.value} takes one argument, got {len(self.args)}")
+        if self.func is not MathFunc.ABS and not self.args[0].dtype.is_float:
+            raise DTypeError(f"{self.func.value} needs a float argument, got {self.args[0].dtype}")
+
+    @property
+    def dtype(self) -> DType:
+        return self.args[0].dtype
+
+
+@dataclass(frozen=True, slots=True)
+class IterVar:
+    """An axis of a compute: a variable ranging over ``[0, extent)``, spatial or reduction."""
+
+    var: Var
+    extent: int
+    kind: AxisKind = AxisKind.SPATIAL
+
+    def __post_init__(self):
+        if not isinstance(self.extent, int) or isinstance(self.extent, bool) or self.extent < 1:
+            raise ExprError(f"axis '{self.var.name}' needs a positive integer extent, got {self.extent!r}")
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def dtype(self) -> DType:
+        return self.var.dtype
+
+
+def _itervar_ops():
+    # Forward arithmetic on IterVar to its Var so ``i + 1`` works for axes too.
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+                 "__rfloordiv__", "__mod__", "__rmod__", "__lt__", "__le__", "__gt__", "__ge__", "__neg__"):
+        def op(self, *o, _n=name):
+            return getattr(self.var, _n)(*o)
+        setattr(IterVar, name, op)
+
+
+_itervar_ops()
+
+
+@dataclass(frozen=True, slots=True)
+class TensorRead(Expr):
+    """``tensor[indices]`` in a tensor expression (before lowering)."""
+
+    tensor: Any  # tensortune.te.tensor.Tensor; typed loosely to avoid an import cycle
+    indices: tuple[Expr, ...]
+
+    def __post_init__(self):
+        shape = self.tensor.shape
+        if len(self.indices) != len(shape):
+            raise ExprError_shape(self.tensor, len(self.indices))
+        for i, idx in enumerate(self.indices):
+            if not idx.dtype.is_int:
+                raise DTypeError(
+                    f"index {i} of tensor '{self.tensor.name}' must be an integer expression, "
+                    f"got ({idx}) of {idx.dtype}"
+                )
+
+    @property
+    def dtype(self) -> DType:
+        return self.tensor.dtype
+
+
+def ExprError_shape(tensor, n):  # noqa: N802 - builds the error raised above
+    from ..errors import ShapeError
+
+    return ShapeError(
+        f"tensor '{tensor.name}' has {len(tensor.shape)} dimensions {tuple(tensor.shape)} "
+        f"but was indexed with {n} indices"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce(Expr):
+    """A reduction of ``source`` over ``axes`` with a commutative ``combiner``."""
+
+    combiner: Reducer
+    source: Expr
+    axes: tuple[IterVar, ...]
+
+    def __post_init__(self):
+        if not self.axes:
+            raise ExprError(f"{self.combiner.value} needs at least one reduce axis")
+        for ax in self.axes:
+            if ax.kind is not AxisKind.REDUCE:
+                raise ExprError(f"axis '{ax.name}' is not a reduce axis; create it with reduce_axis()")
+        if self.source.dtype is DType.bool:
+            raise DTypeError("cannot reduce a boolean expression; cast it first")
+
+    @property
+    def dtype(self) -> DType:
+        return self.source.dtype
+
+    def identity(self) -> "Const":
+        dt = self.dtype
+        if self.combiner is Reducer.SUM:
+            return const(0, dt)
+        if dt.is_float:
+            return const(-math.inf if self.combiner is Reducer.MAX else math.inf, dt)
+        bits = 8 * dt.bytes - 1
+        return const(-(2**bits) if self.combiner is Reducer.MAX else 2**bits - 1, dt)
+
+
+# ---------------------------------------------------------------------------
+# construction helpers
+
+ExprLike = Union[Expr, IterVar, int, float, bool]
+
+
+def const(value: int | float, dtype: DType | str) -> Const:
+    return Const(value, DType.of(dtype) if not isinstance(dtype, DType) else dtype)
+
+
+def as_expr(x: ExprLike, like: DType | None = None) -> Expr:
+    """Convert a Python number or an IterVar to an expression (numbers take the dtype ``like``)."""
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, IterVar):
+        return x.var
+    if isinstance(x, bool):
+        return Const(int(x), DType.bool)
+    if isinstance(x, int):
+        if like is not None and like is not DType.bool:
+            return Const(x, like)
+        return Const(x, DType.int32)
+    if isinstance(x, float):
+        if like is not None and like.is_float:
+            return Const(x, like)
+        if like is not None and like.is_int:
+            raise DTypeError(f"cannot combine the float constant {x} with an {like} expression; cast explicitly")
+        return Const(x, DType.float32)
+    raise ExprError(f"cannot use {x!r} (of type {type(x).__name__}) in a tensor expression")
+
+
+def _pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
+    if isinstance(a, (Expr, IterVar)):
+        a = as_expr(a)
+        return a, as_expr(b, a.dtype)
+    b = as_expr(b)
+    return as_expr(a, b.dtype), b
+
+
+def _arith(op: BinOp, a: ExprLike, b: ExprLike) -> Expr:
+    x, y = _pair(a, b)
+    return Binary(op, x, y)
+
+
+def _compare(op: CmpOp, a: ExprLike, b: ExprLike) -> Expr:
+    x, y = _pair(a, b)
+    return Compare(op, x, y)
+
+
+def equal(a: ExprLike, b: ExprLike) -> Expr:
+    """Element comparison ``a == b`` (``==`` on nodes is structural equality)."""
+    return _compare(CmpOp.EQ, a, b)
+
+
+def not_equal(a: ExprLike, b: ExprLike) -> Expr:
+    return _compare(CmpOp.NE, a, b)
+
+
+def logical_and(*conds: Expr) -> Expr:
+    out = as_expr(conds[0])
+    for c in conds[1:]:
+        out = Binary(BinOp.AND, out, as_expr(c))
+    return out
+
+
+def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> Expr:
+    t, f = _pair(true_value, false_value)
+    return Select(as_expr(cond), t, f)
+
+
+if_then_else = select
+
+
+def cast(dtype: DType | str, value: ExprLike) -> Expr:
+    dt = DType.of(dtype)
+    v = as_expr(value)
+    return v if v.dtype is dt else Cast(dt, v)
+
+
+def maximum(a: ExprLike, b: ExprLike) -> Expr:
+    return _arith(BinOp.MAX, a, b)
+
+
+def minimum(a: ExprLike, b: ExprLike) -> Expr:
+    return _arith(BinOp.MIN, a, b)
+
+
+def _math(func: MathFunc) -> Callable[[ExprLike], Expr]:
+    def f(x: ExprLike) -> Expr:
+        return Call(func, (as_expr(x),))
+
+    f.__name__ = func.value
+    f.__doc__ = f"Elementwise {func.value}."
+    return f
+
+
+exp = _math(MathFunc.EXP)
+log = _math(MathFunc.LOG)
+sqrt = _math(MathFunc.SQRT)
+tanh = _math(MathFunc.TANH)
+abs_ = _math(MathFunc.ABS)
+floor = _math(MathFunc.FLOOR)
+
+
+def sigmoid(x: ExprLike) -> Expr:
+    x = as_expr(x)
+    return const(1.0, x.dtype) / (const(1.0, x.dtype) + exp(-x))
+
+
+def reduce_axis(extent: int, name: str = "k") -> IterVar:
+    """A reduction axis over ``[0, extent)``."""
+    return IterVar(Var(name), extent, AxisKind.REDUCE)
+
+
+def _reducer(comb: Reducer):
+    def f(expr: ExprLike, axis: IterVar | list[IterVar] | tuple[IterVar, ...]) -> Reduce:
+        axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+        return Reduce(comb, as_expr(expr), axes)
+
+    f.__name__ = comb.value
+    f.__doc__ = f"{comb.value} of ``expr`` over the reduce ``axis`` (one axis or a list)."
+    return f
+
+
+sum = _reducer(Reducer.SUM)  # noqa: A001 - mirrors the tensor-expression vocabulary
+max = _reducer(Reducer.MAX)  # noqa: A001
+min = _reducer(Reducer.MIN)  # noqa: A001
+
+
+# ---------------------------------------------------------------------------
+# generic traversal over frozen dataclass nodes (expressions and statements)
+
+def children(node) -> Iterator:
+    """Yield the child nodes (expressions or statements) of ``node``."""
+    for f in fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, _NODE_TYPES):
+            yield v
+        elif isinstance(v, tuple):
+            for x in v:
+                if isinstance(x, _NODE_TYPES):
+                    yield x
+
+
+def walk(node) -> Iterator:
+    """Pre-order traversal of a node and all its descendants."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(children(n))))
+
+
+def transform(node, fn: Callable):
+    """Rebuild ``node`` bottom-up: children first, then ``fn(new_node)`` (return the node to keep it)."""
+    changes = {}
+    for f in fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, _NODE_TYPES):
+            nv = transform(v, fn)
+            if nv is not v:
+                changes[f.name] = nv
+        elif isinstance(v, tuple) and any(isinstance(x, _NODE_TYPES) for x in v):
+            nv = tuple(transform(x, fn) if isinstance(x, _NODE_TYPES) else x for x in v)
+            if any(a is not b for a, b in zip(nv, v)):
+                changes[f.name] = nv
+    if changes:
+        node = _replace(node, changes)
+    return fn(node)
+
+
+def _replace(node, changes: dict):
+    kw = {f.name: changes.get(f.name, getattr(node, f.name)) for f in fields(node)}
+    return type(node)(**kw)
+
+
+def substitute(node, mapping: dict) -> Any:
+    """Replace Vars (keys) by expressions (values) everywhere in ``node``."""
+    if not mapping:
+        return node
+    return transform(node, lambda n: mapping.get(n, n) if isinstance(n, Var) else n)
+
+
+def free_vars(node) -> set:
+    return {n for n in walk(node) if isinstance(n, Var)}
+
+
+class StmtBase:
+    """Marker base of loop-IR statements (defined in tensortune.ir) so traversal can see them."""
+
+    __slots__ = ()
+
+
+_NODE_TYPES = (Expr, StmtBase)
