@@ -127,7 +127,7 @@ class Const(Expr):
     """A literal of a given dtype."""
 
     value: int | float
-    dtype: DType
+    dtype: DType = DType.int32
 
     def __post_init__(self):
         if self.dtype.is_float:

@@ -1,0 +1,39 @@
+"""``lower``: schedule -> loop IR, as one visible list of named, pure passes."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..ir.nodes import PrimFunc
+from ..ir.verify import verify as verify_ir
+from ..schedule.schedule import Schedule
+from ..te.tensor import Tensor
+from .loop_nest import build_loop_nest
+from .passes import remove_unit_loops, simplify_func, unroll_loops
+
+Pass = Callable[[PrimFunc], PrimFunc]
+
+#: The lowering pipeline after loop-nest construction, in order.
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("simplify", simplify_func),
+    ("remove_unit_loops", remove_unit_loops),
+    ("unroll_loops", unroll_loops),
+    ("simplify_after_unroll", simplify_func),
+)
+
+
+def lower(sch: Schedule, args: Sequence[Tensor] | None = None, name: str = "kernel", *, verify: bool = False,
+          trace: Callable[[str, PrimFunc], None] | None = None) -> PrimFunc:
+    """Lower a schedule to a ``PrimFunc``. ``args`` orders the kernel arguments (default: inputs, then outputs).
+
+    ``verify`` runs the IR verifier after every pass; ``trace(pass_name, func)`` sees the IR after each pass.
+    """
+    func = build_loop_nest(sch, list(args) if args is not None else None, name)
+    steps = (("build_loop_nest", None),) + PASSES
+    for pass_name, fn in steps:
+        if fn is not None:
+            func = fn(func)
+        if verify:
+            verify_ir(func, pass_name)
+        if trace is not None:
+            trace(pass_name, func)
+    return func

@@ -1,0 +1,474 @@
+"""Schedules: *how* the loops of each stage run. A schedule is the list of steps applied to it;
+every primitive validates its step and raises ``ScheduleError`` naming stage, axis and rule."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..errors import ExprError, ScheduleError
+from ..te.expr import AxisKind, IterVar, Reduce, TensorRead, Var, substitute, transform, walk
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from .steps import (Annotate, Annotation, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse,
+                    Reorder, Split, Step)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A handle on one loop axis of a stage (what the primitives take and return)."""
+
+    stage: str
+    name: str
+    extent: int
+    kind: AxisKind
+
+    def __repr__(self) -> str:
+        return f"Axis({self.stage}.{self.name}, extent={self.extent}, {self.kind.value})"
+
+
+@dataclass(frozen=True)
+class SplitRel:
+    parent: str
+    outer: str
+    inner: str
+    factor: int | None
+    nparts: int | None
+
+
+@dataclass(frozen=True)
+class FuseRel:
+    outer: str
+    inner: str
+    fused: str
+
+
+@dataclass(frozen=True)
+class AttachAt:
+    """The stage is computed inside loop ``axis`` of stage ``target``."""
+
+    target: str
+    axis: str
+
+
+ROOT = "root"
+INLINE = "inline"
+
+
+@dataclass
+class StageState:
+    """Mutable while a schedule is being built; lowering only reads it."""
+
+    name: str
+    op: ComputeOp | PlaceholderOp
+    shape: tuple[int, ...]
+    dtype: object
+    is_output: bool
+    root_axes: dict[Var, str] = field(default_factory=dict)  # root var -> axis name
+    extents: dict[str, int] = field(default_factory=dict)  # axis name -> extent over the full domain
+    kinds: dict[str, AxisKind] = field(default_factory=dict)
+    leaves: list[str] = field(default_factory=list)
+    relations: list[SplitRel | FuseRel] = field(default_factory=list)
+    annotations: dict[str, Annotation] = field(default_factory=dict)
+    attach: str | AttachAt = ROOT
+    scope: str = "global"
+
+    @property
+    def is_placeholder(self) -> bool:
+        return isinstance(self.op, PlaceholderOp)
+
+    def reset_axes(self) -> None:
+        self.root_axes.clear()
+        self.extents.clear()
+        self.kinds.clear()
+        self.leaves.clear()
+        self.relations.clear()
+        self.annotations.clear()
+        if self.is_placeholder:
+            return
+        for iv in self.op.axes + self.op.reduce_axes:
+            self.root_axes[iv.var] = iv.name
+            self.extents[iv.name] = iv.extent
+            self.kinds[iv.name] = iv.kind
+            self.leaves.append(iv.name)
+
+    def axis(self, name: str) -> Axis:
+        return Axis(self.name, name, self.extents[name], self.kinds[name])
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def tensor_reads(op: ComputeOp | PlaceholderOp) -> list[str]:
+    """Names of the stages an op reads, in order of first appearance."""
+    if isinstance(op, PlaceholderOp):
+        return []
+    out: list[str] = []
+    for n in walk(op.body):
+        if isinstance(n, TensorRead) and n.tensor.name not in out:
+            out.append(n.tensor.name)
+    return out
+
+
+class Schedule:
+    """The stages of an operator graph and the steps that schedule them."""
+
+    def __init__(self, outputs: Tensor | Sequence[Tensor]):
+        outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+        if not outs or not all(isinstance(t, Tensor) for t in outs):
+            raise ExprError("create_schedule needs a tensor or a list of tensors")
+        self.outputs: tuple[str, ...] = tuple(t.name for t in outs)
+        self.stages: dict[str, StageState] = {}
+        self.tensors: dict[str, Tensor] = {}
+        self.steps: list[Step] = []
+        for t in _topo(outs):
+            st = StageState(t.name, t.op, t.shape, t.dtype, t.name in self.outputs)
+            st.reset_axes()
+            self.stages[t.name] = st
+            self.tensors[t.name] = t
+
+    # ------------------------------------------------------------------ access
+    def __getitem__(self, key: Tensor | str) -> "StageHandle":
+        name = key.name if isinstance(key, Tensor) else key
+        if name not in self.stages:
+            raise ScheduleError(str(name), None, f"no such stage; stages are {list(self.stages)}")
+        return StageHandle(self, name)
+
+    def consumers(self, name: str) -> list[str]:
+        return [s.name for s in self.stages.values() if name in tensor_reads(s.op)]
+
+    def __str__(self) -> str:
+        from .steps import step_to_json
+
+        return "\n".join(str(step_to_json(s)) for s in self.steps)
+
+    # ------------------------------------------------------------------ cache stages
+    def cache_write(self, tensor: Tensor | str, scope: str = "local") -> Tensor:
+        name = tensor.name if isinstance(tensor, Tensor) else tensor
+        self.apply(CacheWrite(name, scope))
+        return self.tensors[f"{name}.{scope}"]
+
+    def cache_read(self, tensor: Tensor | str, scope: str, readers: Iterable[Tensor | str]) -> Tensor:
+        name = tensor.name if isinstance(tensor, Tensor) else tensor
+        rs = tuple(r.name if isinstance(r, Tensor) else r for r in readers)
+        self.apply(CacheRead(name, scope, rs))
+        return self.tensors[f"{name}.{scope}"]
+
+    # ------------------------------------------------------------------ replay
+    @classmethod
+    def replay(cls, outputs: Tensor | Sequence[Tensor], steps: Iterable[Step]) -> "Schedule":
+        s = cls(outputs)
+        for st in steps:
+            s.apply(st)
+        return s
+
+    def apply(self, step: Step) -> None:
+        """Validate and apply one step; on error nothing changes."""
+        _APPLY[type(step)](self, step)
+        self.steps.append(step)
+
+    # ------------------------------------------------------------------ helpers for the steps
+    def _stage(self, name: str, *, compute: bool = True) -> StageState:
+        st = self.stages.get(name)
+        if st is None:
+            raise ScheduleError(name, None, f"no such stage; stages are {list(self.stages)}")
+        if compute and st.is_placeholder:
+            raise ScheduleError(name, None, "a placeholder (input) has no loops to schedule")
+        return st
+
+    def _insert_stage(self, before: str, st: StageState, tensor: Tensor) -> None:
+        items = list(self.stages.items())
+        idx = [k for k, _ in items].index(before)
+        items.insert(idx, (st.name, st))
+        self.stages = dict(items)
+        self.tensors[st.name] = tensor
+
+
+class StageHandle:
+    """The scheduling primitives of one stage (``s[C]``)."""
+
+    def __init__(self, sch: Schedule, name: str):
+        self.sch = sch
+        self.name = name
+
+    @property
+    def state(self) -> StageState:
+        return self.sch.stages[self.name]
+
+    @property
+    def axis(self) -> tuple[Axis, ...]:
+        """The spatial root axes, outermost first."""
+        st = self.state
+        if st.is_placeholder:
+            return ()
+        return tuple(st.axis(iv.name) for iv in st.op.axes)
+
+    @property
+    def reduce_axis(self) -> tuple[Axis, ...]:
+        st = self.state
+        if st.is_placeholder:
+            return ()
+        return tuple(st.axis(iv.name) for iv in st.op.reduce_axes)
+
+    @property
+    def leaf_axes(self) -> tuple[Axis, ...]:
+        st = self.state
+        return tuple(st.axis(n) for n in st.leaves)
+
+    def _name(self, ax: Axis | str) -> str:
+        if isinstance(ax, Axis):
+            if ax.stage != self.name:
+                raise ScheduleError(self.name, ax.name, f"axis belongs to stage '{ax.stage}', not to this stage")
+            return ax.name
+        return ax
+
+    def _ax(self, name: str) -> Axis:
+        return self.state.axis(name)
+
+    def split(self, axis: Axis | str, factor: int | None = None, nparts: int | None = None) -> tuple[Axis, Axis]:
+        a = self._name(axis)
+        self.sch.apply(Split(self.name, a, factor, nparts))
+        return self._ax(f"{a}.outer"), self._ax(f"{a}.inner")
+
+    def tile(self, x: Axis | str, y: Axis | str, x_factor: int, y_factor: int) -> tuple[Axis, Axis, Axis, Axis]:
+        xo, xi = self.split(x, x_factor)
+        yo, yi = self.split(y, y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def fuse(self, *axes: Axis | str) -> Axis:
+        if len(axes) < 2:
+            raise ScheduleError(self.name, None, "fuse needs at least two axes")
+        names = [self._name(a) for a in axes]
+        cur = names[0]
+        for nxt in names[1:]:
+            self.sch.apply(Fuse(self.name, cur, nxt))
+            cur = f"{cur}.{nxt}.fused"
+        return self._ax(cur)
+
+    def reorder(self, *axes: Axis | str) -> None:
+        self.sch.apply(Reorder(self.name, tuple(self._name(a) for a in axes)))
+
+    def vectorize(self, axis: Axis | str) -> None:
+        self.sch.apply(Annotate(self.name, self._name(axis), Annotation.VECTORIZE))
+
+    def unroll(self, axis: Axis | str) -> None:
+        self.sch.apply(Annotate(self.name, self._name(axis), Annotation.UNROLL))
+
+    def parallel(self, axis: Axis | str) -> None:
+        self.sch.apply(Annotate(self.name, self._name(axis), Annotation.PARALLEL))
+
+    def compute_inline(self) -> None:
+        self.sch.apply(ComputeInline(self.name))
+
+    def compute_root(self) -> None:
+        self.sch.apply(ComputeRoot(self.name))
+
+    def compute_at(self, target: "StageHandle | Tensor | str", axis: Axis | str) -> None:
+        tname = target.name if isinstance(target, (StageHandle, Tensor)) else target
+        aname = axis.name if isinstance(axis, Axis) else axis
+        self.sch.apply(ComputeAt(self.name, tname, aname))
+
+
+def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:
+    """A schedule in which every stage runs its loops in declaration order, untransformed."""
+    return Schedule(outputs)
+
+
+# ---------------------------------------------------------------------------- graph helpers
+
+def _topo(outputs: list[Tensor]) -> list[Tensor]:
+    """Tensors reachable from ``outputs``, producers before consumers; names must be unique."""
+    order: list[Tensor] = []
+    seen: dict[str, Tensor] = {}
+
+    def visit(t: Tensor) -> None:
+        if t.name in seen:
+            if seen[t.name] is not t:
+                raise ExprError(f"two different tensors are named '{t.name}'; give each tensor a unique name")
+            return
+        seen[t.name] = t
+        if isinstance(t.op, ComputeOp):
+            for inp in t.op.inputs():
+                visit(inp)
+        order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order
+
+
+# ---------------------------------------------------------------------------- step application
+
+def _leaf(st: StageState, axis: str, what: str) -> int:
+    if axis not in st.extents:
+        raise ScheduleError(st.name, axis, f"{what}: the stage has no such axis; its loops are {st.leaves}")
+    if axis not in st.leaves:
+        raise ScheduleError(st.name, axis, f"{what}: the axis was already split or fused; use its parts "
+                                           f"(current loops are {st.leaves})")
+    return st.leaves.index(axis)
+
+
+def _apply_split(s: Schedule, step: Split) -> None:
+    st = s._stage(step.stage)
+    pos = _leaf(st, step.axis, "split")
+    if (step.factor is None) == (step.nparts is None):
+        raise ScheduleError(st.name, step.axis, "split needs exactly one of factor= or nparts=")
+    n = step.factor if step.factor is not None else step.nparts
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ScheduleError(st.name, step.axis, f"split factor/nparts must be a positive integer, got {n!r}")
+    if step.axis in st.annotations:
+        raise ScheduleError(st.name, step.axis, "cannot split an annotated axis; annotate the parts instead")
+    ext = st.extents[step.axis]
+    if step.factor is not None:
+        outer_ext, inner_ext = _ceil_div(ext, step.factor), step.factor
+    else:
+        outer_ext, inner_ext = step.nparts, _ceil_div(ext, step.nparts)
+    outer, inner = f"{step.axis}.outer", f"{step.axis}.inner"
+    kind = st.kinds[step.axis]
+    st.extents[outer], st.extents[inner] = outer_ext, inner_ext
+    st.kinds[outer] = st.kinds[inner] = kind
+    st.leaves[pos:pos + 1] = [outer, inner]
+    st.relations.append(SplitRel(step.axis, outer, inner, step.factor, step.nparts))
+
+
+def _apply_fuse(s: Schedule, step: Fuse) -> None:
+    st = s._stage(step.stage)
+    po = _leaf(st, step.outer, "fuse")
+    pi = _leaf(st, step.inner, "fuse")
+    if pi != po + 1:
+        raise ScheduleError(st.name, step.inner, f"fuse needs adjacent loops, outer first; '{step.inner}' does "
+                                                 f"not directly follow '{step.outer}' in {st.leaves}")
+    if st.kinds[step.outer] != st.kinds[step.inner]:
+        raise ScheduleError(st.name, step.inner, "cannot fuse a spatial axis with a reduction axis")
+    for a in (step.outer, step.inner):
+        if a in st.annotations:
+            raise ScheduleError(st.name, a, "cannot fuse an annotated axis; annotate the fused axis instead")
+    fused = f"{step.outer}.{step.inner}.fused"
+    st.extents[fused] = st.extents[step.outer] * st.extents[step.inner]
+    st.kinds[fused] = st.kinds[step.outer]
+    st.leaves[po:pi + 1] = [fused]
+    st.relations.append(FuseRel(step.outer, step.inner, fused))
+
+
+def _apply_reorder(s: Schedule, step: Reorder) -> None:
+    st = s._stage(step.stage)
+    if len(set(step.axes)) != len(step.axes):
+        dup = next(a for a in step.axes if step.axes.count(a) > 1)
+        raise ScheduleError(st.name, dup, "reorder lists this axis more than once")
+    pos = sorted(_leaf(st, a, "reorder") for a in step.axes)
+    for p, a in zip(pos, step.axes):
+        st.leaves[p] = a
+
+
+def _apply_annotate(s: Schedule, step: Annotate) -> None:
+    st = s._stage(step.stage)
+    _leaf(st, step.axis, step.annotation.value)
+    if st.kinds[step.axis] is AxisKind.REDUCE and step.annotation in (Annotation.VECTORIZE, Annotation.PARALLEL):
+        raise ScheduleError(st.name, step.axis, f"cannot {step.annotation.value} a reduction axis: its iterations "
+                                                "accumulate into the same element")
+    prev = st.annotations.get(step.axis)
+    if prev is not None and prev is not step.annotation:
+        raise ScheduleError(st.name, step.axis, f"axis is already marked {prev.value}; one annotation per axis")
+    if step.annotation is Annotation.PARALLEL:
+        others = [a for a, v in st.annotations.items() if v is Annotation.PARALLEL and a != step.axis]
+        if others:
+            raise ScheduleError(st.name, step.axis, f"axis '{others[0]}' is already parallel; fuse the axes and "
+                                                    "parallelize the fused axis instead")
+    st.annotations[step.axis] = step.annotation
+
+
+def _check_not_output(st: StageState, what: str) -> None:
+    if st.is_output:
+        raise ScheduleError(st.name, None, f"{what}: an output stage must be computed at the root")
+
+
+def _apply_inline(s: Schedule, step: ComputeInline) -> None:
+    st = s._stage(step.stage)
+    _check_not_output(st, "compute_inline")
+    if st.op.reduce_axes:
+        raise ScheduleError(st.name, None, "compute_inline: a reduction cannot be inlined; use compute_at")
+    st.attach = INLINE
+
+
+def _apply_root(s: Schedule, step: ComputeRoot) -> None:
+    s._stage(step.stage).attach = ROOT
+
+
+def _apply_compute_at(s: Schedule, step: ComputeAt) -> None:
+    st = s._stage(step.stage)
+    _check_not_output(st, "compute_at")
+    if step.target not in s.stages:
+        raise ScheduleError(st.name, None, f"compute_at: no stage named '{step.target}'")
+    tgt = s.stages[step.target]
+    if step.target == st.name or st.name not in tensor_reads(tgt.op):
+        raise ScheduleError(st.name, None, f"compute_at: stage '{step.target}' does not read '{st.name}'; a stage "
+                                           "can only be computed inside a loop of a stage that consumes it")
+    others = [c for c in s.consumers(st.name) if c != step.target]
+    if others:
+        raise ScheduleError(st.name, None, f"compute_at: '{st.name}' is also read by {others}; a stage read by "
+                                           "several stages must stay at the root")
+    if step.axis not in tgt.leaves:
+        raise ScheduleError(step.target, step.axis, f"compute_at: '{step.axis}' is not a current loop of "
+                                                    f"'{step.target}' (its loops are {tgt.leaves})")
+    st.attach = AttachAt(step.target, step.axis)
+
+
+def _fresh_axes(op: ComputeOp) -> tuple[tuple[IterVar, ...], dict]:
+    axes = tuple(IterVar(Var(iv.name), iv.extent, iv.kind) for iv in op.axes)
+    return axes, {old.var: new.var for old, new in zip(op.axes, axes)}
+
+
+def _apply_cache_write(s: Schedule, step: CacheWrite) -> None:
+    st = s._stage(step.stage)
+    name = f"{st.name}.{step.scope}"
+    if name in s.stages:
+        raise ScheduleError(st.name, None, f"cache_write: stage '{name}' already exists")
+    if st.relations or st.annotations or st.leaves != [iv.name for iv in st.op.axes + st.op.reduce_axes]:
+        raise ScheduleError(st.name, None, "cache_write must come before split/fuse/reorder/annotate of the stage")
+    op = st.op
+    cache_op = ComputeOp(name, op.axes, op.body)
+    cache_t = Tensor(st.shape, st.dtype, cache_op)
+    axes, _ = _fresh_axes(op)
+    new_op = ComputeOp(st.name, axes, cache_t[tuple(a.var for a in axes)])
+    cst = StageState(name, cache_op, st.shape, st.dtype, False, scope=step.scope)
+    cst.reset_axes()
+    s._insert_stage(st.name, cst, cache_t)
+    st.op = new_op
+    st.reset_axes()
+
+
+def _apply_cache_read(s: Schedule, step: CacheRead) -> None:
+    src = s._stage(step.stage, compute=False)
+    name = f"{src.name}.{step.scope}"
+    if name in s.stages:
+        raise ScheduleError(src.name, None, f"cache_read: stage '{name}' already exists")
+    if not step.readers:
+        raise ScheduleError(src.name, None, "cache_read needs at least one reader stage")
+    for r in step.readers:
+        if r not in s.stages or src.name not in tensor_reads(s.stages[r].op):
+            raise ScheduleError(src.name, None, f"cache_read: '{r}' does not read '{src.name}'")
+    src_t = s.tensors[src.name]
+    axes = tuple(IterVar(Var(f"ax{d}"), e) for d, e in enumerate(src.shape))
+    cache_t = Tensor(src.shape, src.dtype, ComputeOp(name, axes, src_t[tuple(a.var for a in axes)]))
+    cst = StageState(name, cache_t.op, src.shape, src.dtype, False, scope=step.scope)
+    cst.reset_axes()
+    first = min(step.readers, key=list(s.stages).index)
+    s._insert_stage(first, cst, cache_t)
+
+    def redirect(n):
+        if isinstance(n, TensorRead) and n.tensor.name == src.name:
+            return TensorRead(cache_t, n.indices)
+        return n
+
+    for r in step.readers:
+        rst = s.stages[r]
+        rst.op = ComputeOp(rst.op.name, rst.op.axes, transform(rst.op.body, redirect))
+
+
+_APPLY = {
+    Split: _apply_split, Fuse: _apply_fuse, Reorder: _apply_reorder, Annotate: _apply_annotate,
+    ComputeInline: _apply_inline, ComputeRoot: _apply_root, ComputeAt: _apply_compute_at,
+    CacheWrite: _apply_cache_write, CacheRead: _apply_cache_read,
+}
+
+__all__ = ["Axis", "Schedule", "StageHandle", "create_schedule", "Reduce", "substitute"]
