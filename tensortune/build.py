@@ -1,0 +1,28 @@
+"""``build``: schedule -> loop IR -> C -> shared library -> callable ``Module``."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .codegen import codegen_c
+from .lower import lower
+from .runtime import ArgSpec, Module, Target, compile_shared
+from .schedule import Schedule
+from .te import Tensor
+
+
+def build(sch: Schedule, args: Sequence[Tensor] | None = None, target: Target | str | None = None,
+          name: str = "kernel", num_threads: int | None = None) -> Module:
+    """Compile a schedule for ``target`` (default: this machine) and load it.
+
+    ``args`` orders the arrays the kernel takes (default: the inputs in declaration order, then the
+    outputs). The returned module also carries the lowered IR as ``module.ir`` and the C as ``module.source``.
+    """
+    tgt = Target.parse(target) if isinstance(target, str) else (target or Target.host())
+    func = lower(sch, args, name)
+    source = codegen_c(func, tgt)
+    path = compile_shared(source, tgt)
+    specs = tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.args)
+    work = tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.workspaces)
+    module = Module(path, func.name, specs, work, source=source, num_threads=num_threads)
+    module.ir = func
+    return module
