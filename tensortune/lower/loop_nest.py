@@ -43,7 +43,8 @@ class _Builder:
         self.name = name
         self.stages = sch.stages
         self.bodies = self._inline_bodies()
-        self.readers = {n: [r for r, b in self.bodies.items() if n in _reads(b)] for n in self.stages}
+        self.readers = {n: [r for r, b in self.bodies.items() if n in _reads(b) and self.stages[r].attach != INLINE]
+                        for n in self.stages}
         self._check_attachments()
         self.arg_names = self._arg_names(args)
         self.buffers: dict[str, Buffer] = {}

@@ -400,10 +400,11 @@ def _apply_compute_at(s: Schedule, step: ComputeAt) -> None:
     if step.target not in s.stages:
         raise ScheduleError(st.name, None, f"compute_at: no stage named '{step.target}'")
     tgt = s.stages[step.target]
-    if step.target == st.name or st.name not in tensor_reads(tgt.op):
+    if step.target == st.name or st.name not in _effective_reads(s, step.target):
         raise ScheduleError(st.name, None, f"compute_at: stage '{step.target}' does not read '{st.name}'; a stage "
                                            "can only be computed inside a loop of a stage that consumes it")
-    others = [c for c in s.consumers(st.name) if c != step.target]
+    others = [c for c, cs in s.stages.items() if c != step.target and cs.attach != INLINE and
+              st.name in _effective_reads(s, c)]
     if others:
         raise ScheduleError(st.name, None, f"compute_at: '{st.name}' is also read by {others}; a stage read by "
                                            "several stages must stay at the root")
@@ -411,6 +412,20 @@ def _apply_compute_at(s: Schedule, step: ComputeAt) -> None:
         raise ScheduleError(step.target, step.axis, f"compute_at: '{step.axis}' is not a current loop of "
                                                     f"'{step.target}' (its loops are {tgt.leaves})")
     st.attach = AttachAt(step.target, step.axis)
+
+
+def _effective_reads(s: Schedule, name: str) -> set[str]:
+    """Stages read by ``name``, looking through stages that are inlined into it."""
+    out: set[str] = set()
+    todo = list(tensor_reads(s.stages[name].op))
+    while todo:
+        n = todo.pop()
+        if n in out:
+            continue
+        out.add(n)
+        if s.stages[n].attach == INLINE:
+            todo.extend(tensor_reads(s.stages[n].op))
+    return out
 
 
 def _fresh_axes(op: ComputeOp) -> tuple[tuple[IterVar, ...], dict]:

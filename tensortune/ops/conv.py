@@ -1,0 +1,155 @@
+"""2-D convolutions in NCHW layout: regular and depthwise, with stride, zero padding and an
+optional fused bias + ReLU epilogue."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from ..errors import ShapeError
+from ..runtime import Target
+from ..schedule import Schedule, create_schedule
+from ..te import Tensor
+from .operator import Operator, largest_divisor
+
+
+def _out_size(n: int, k: int, stride: int, pad: int, what: str) -> int:
+    if stride < 1 or pad < 0 or k < 1:
+        raise ShapeError(f"{what}: stride must be >= 1, pad >= 0 and kernel >= 1 (got stride={stride}, pad={pad}, "
+                         f"kernel={k})")
+    out = (n + 2 * pad - k) // stride + 1
+    if out < 1:
+        raise ShapeError(f"{what}: a {k}-wide kernel does not fit an input of {n} with padding {pad}")
+    return out
+
+
+def pad_nchw(data: Tensor, pad: int, name: str = "data_pad") -> Tensor:
+    """Zero-pad the two spatial dimensions of an NCHW tensor (the identity when ``pad`` is 0)."""
+    if pad == 0:
+        return data
+    n, c, h, w = data.shape
+    zero = te.const(0, data.dtype)
+    return te.compute(
+        (n, c, h + 2 * pad, w + 2 * pad),
+        lambda b, ch, y, x: te.select(te.logical_and(y >= pad, y < h + pad, x >= pad, x < w + pad),
+                                      data[b, ch, y - pad, x - pad], zero),
+        name)
+
+
+def _epilogue(acc: Tensor, channels: int, dtype: str, bias: bool, relu: bool, name: str):
+    inputs, out = [], acc
+    if bias:
+        b = te.placeholder((channels,), dtype, "bias")
+        inputs.append(b)
+        out = te.compute(acc.shape, lambda n, c, y, x: acc[n, c, y, x] + b[c], f"{name}_bias" if relu else name)
+    if relu:
+        prev = out
+        out = te.compute(acc.shape, lambda n, c, y, x: te.maximum(prev[n, c, y, x], te.const(0, dtype)), name)
+    return inputs, out
+
+
+def _ref_epilogue(r: np.ndarray, rest, bias: bool, relu: bool) -> np.ndarray:
+    if bias:
+        r = r + rest[0][None, :, None, None]
+    if relu:
+        r = np.maximum(r, 0)
+    return r
+
+
+def _windows(x: np.ndarray, kh: int, kw: int, stride: int, pad: int, oh: int, ow: int) -> np.ndarray:
+    """``[N, C, OH, OW, KH, KW]`` view of the zero-padded input's sliding windows."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))
+    return win[:, :, ::stride, ::stride][:, :, :oh, :ow]
+
+
+def conv2d_nchw(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int | None = None, stride: int = 1,
+                pad: int = 0, dtype: str = "float32", bias: bool = False, relu: bool = False,
+                name: str = "conv2d") -> Operator:
+    """``out[n, o, y, x] = sum(data_pad[n, c, y*s+r, x*s+q] * weight[o, c, r, q])``."""
+    KW = KH if KW is None else KW
+    OH = _out_size(H, KH, stride, pad, name)
+    OW = _out_size(W, KW, stride, pad, name)
+    data = te.placeholder((N, C, H, W), dtype, "data")
+    weight = te.placeholder((O, C, KH, KW), dtype, "weight")
+    dp = pad_nchw(data, pad)
+    rc, rh, rw = te.reduce_axis(C, "rc"), te.reduce_axis(KH, "rh"), te.reduce_axis(KW, "rw")
+    plain = not (bias or relu)
+    acc = te.compute((N, O, OH, OW), lambda n, o, y, x: te.sum(
+        dp[n, rc, y * stride + rh, x * stride + rw] * weight[o, rc, rh, rw], axis=[rc, rh, rw]),
+        name if plain else f"{name}_acc")
+    extra, out = _epilogue(acc, O, dtype, bias, relu, name)
+
+    def reference(x, w, *rest):
+        win = _windows(x, KH, KW, stride, pad, OH, OW)
+        r = np.einsum("ncyxhw,ochw->noyx", win, w, optimize=True)
+        return _ref_epilogue(r, rest, bias, relu).astype(x.dtype)
+
+    flops = 2 * N * O * OH * OW * C * KH * KW
+    return Operator(name, (data, weight, *extra), out, flops, reference, _schedule_conv)
+
+
+def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int | None = None, stride: int = 1,
+                          pad: int = 0, dtype: str = "float32", bias: bool = False, relu: bool = False,
+                          name: str = "depthwise_conv2d") -> Operator:
+    """``out[n, c, y, x] = sum(data_pad[n, c, y*s+r, x*s+q] * weight[c, 0, r, q])`` (channel multiplier 1)."""
+    KW = KH if KW is None else KW
+    OH = _out_size(H, KH, stride, pad, name)
+    OW = _out_size(W, KW, stride, pad, name)
+    data = te.placeholder((N, C, H, W), dtype, "data")
+    weight = te.placeholder((C, 1, KH, KW), dtype, "weight")
+    dp = pad_nchw(data, pad)
+    rh, rw = te.reduce_axis(KH, "rh"), te.reduce_axis(KW, "rw")
+    plain = not (bias or relu)
+    acc = te.compute((N, C, OH, OW), lambda n, c, y, x: te.sum(
+        dp[n, c, y * stride + rh, x * stride + rw] * weight[c, 0, rh, rw], axis=[rh, rw]),
+        name if plain else f"{name}_acc")
+    extra, out = _epilogue(acc, C, dtype, bias, relu, name)
+
+    def reference(x, w, *rest):
+        win = _windows(x, KH, KW, stride, pad, OH, OW)
+        r = np.einsum("ncyxhw,chw->ncyx", win, w[:, 0], optimize=True)
+        return _ref_epilogue(r, rest, bias, relu).astype(x.dtype)
+
+    flops = 2 * N * C * OH * OW * KH * KW
+    return Operator(name, (data, weight, *extra), out, flops, reference, _schedule_conv)
+
+
+def _schedule_conv(op: Operator, target: Target) -> Schedule:
+    """Output tiles of (channels x row segment) accumulated in registers, vectorized along the row.
+
+    The padded input is materialised once in parallel; epilogue stages are inlined into the output.
+    """
+    out = op.output
+    s = create_schedule(out)
+    acc = next(n for n, st in s.stages.items() if not st.is_placeholder and st.op.reduce_axes)
+    for n, st in list(s.stages.items()):
+        if st.is_placeholder or n in (acc, out.name):
+            continue
+        if n == "data_pad":
+            b, c, _, _ = s[n].axis
+            s[n].parallel(s[n].fuse(b, c))
+        else:
+            s[n].compute_inline()
+    if acc == out.name:
+        acc = s.cache_write(out, "local").name
+    _, O, _, OW = out.shape
+    lanes = max(1, target.lanes(out.dtype))
+    owb = largest_divisor(OW, 2 * lanes)
+    vregs = -(-owb // lanes)
+    depthwise = len(s[acc].reduce_axis) == 2
+    ocb = 1 if depthwise else largest_divisor(O, max(1, 24 // vregs))
+    n, o, y, x = s[out].axis
+    oo, oi = s[out].split(o, ocb)
+    xo, xi = s[out].split(x, owb)
+    s[out].reorder(n, oo, y, xo, oi, xi)
+    tile = s[out].fuse(s[out].fuse(n, oo), y)
+    s[out].parallel(tile)
+    s[out].vectorize(xi)
+    s[acc].compute_at(s[out], xo)
+    _, ao, _, ax = s[acc].axis
+    red = s[acc].reduce_axis
+    s[acc].reorder(*red, ao, ax)
+    if not depthwise:
+        s[acc].unroll(ao)
+    s[acc].vectorize(ax)
+    return s

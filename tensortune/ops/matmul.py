@@ -1,0 +1,111 @@
+"""Matrix multiplication and dense layers, with an optional fused bias + ReLU epilogue.
+
+The right-hand matrix is repacked into ``[N/bn, K, bn]`` panels so the innermost loop reads
+``bn`` contiguous floats per ``k``: one or two vector registers, reused by every row of the
+register block. The packing is part of the declaration (a layout transform), so it is timed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from ..dtype import DType
+from ..runtime import Target
+from ..schedule import Schedule, create_schedule
+from ..te import Tensor
+from .operator import Operator, largest_divisor
+
+
+def _panel(n: int, target: Target, dtype: str) -> int:
+    """Panel width: two vector registers when they divide N."""
+    lanes = max(1, target.lanes(DType.of(dtype)))
+    for w in (2 * lanes, lanes, 8, 4, 2):
+        if n % w == 0:
+            return w
+    return 1
+
+
+def matmul(M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, relu: bool = False,
+           transpose_b: bool = False, target: Target | None = None, name: str = "matmul") -> Operator:
+    """``out = A @ B (+ bias) (then ReLU)``; ``A: [M, K]``, ``B: [K, N]`` (``[N, K]`` if ``transpose_b``)."""
+    target = target or Target.host()
+    A = te.placeholder((M, K), dtype, "A")
+    B = te.placeholder((N, K) if transpose_b else (K, N), dtype, "B")
+    bn = _panel(N, target, dtype)
+    if transpose_b:
+        PB = te.compute((N // bn, K, bn), lambda no, k, ni: B[no * bn + ni, k], "B_packed")
+    else:
+        PB = te.compute((N // bn, K, bn), lambda no, k, ni: B[k, no * bn + ni], "B_packed")
+    k = te.reduce_axis(K, "k")
+    acc_name = name if not (bias or relu) else f"{name}_acc"
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), acc_name)
+    inputs = [A, B]
+    out = C
+    if bias:
+        bias_t = te.placeholder((N,), dtype, "bias")
+        inputs.append(bias_t)
+        out = te.compute((M, N), lambda i, j: C[i, j] + bias_t[j], f"{name}_bias" if relu else name)
+    if relu:
+        prev = out
+        out = te.compute((M, N), lambda i, j: te.maximum(prev[i, j], te.const(0, dtype)), name)
+
+    def reference(a, b, *rest):
+        r = a @ (b.T if transpose_b else b)
+        if bias:
+            r = r + rest[0]
+        if relu:
+            r = np.maximum(r, 0)
+        return r.astype(a.dtype)
+
+    return Operator(name, tuple(inputs), out, 2 * M * N * K, reference, _schedule)
+
+
+def dense(batch: int, in_features: int, out_features: int, dtype: str = "float32", bias: bool = True,
+          relu: bool = False, target: Target | None = None, name: str = "dense") -> Operator:
+    """A fully connected layer ``data @ weight.T + bias`` with ``weight: [out_features, in_features]``."""
+    return matmul(batch, out_features, in_features, dtype, bias, relu, transpose_b=True, target=target, name=name)
+
+
+def _schedule(op: Operator, target: Target) -> Schedule:
+    """Register-blocked, packed, vectorized and parallel: the structure of a BLAS micro-kernel."""
+    out = op.output
+    s = create_schedule(out)
+    names = list(s.stages)
+    pack = "B_packed"
+    acc = next(n for n in names if not s.stages[n].is_placeholder and s.stages[n].op.reduce_axes)
+    M, N = out.shape
+    bn = s.stages[pack].shape[2]
+    lanes = max(1, target.lanes(out.dtype))
+    vec_regs = max(1, bn // lanes)
+    bm = largest_divisor(M, max(1, 24 // vec_regs))  # accumulators: bm x vec_regs registers of 32
+    # inline the epilogue stages into the output, and compute the accumulator per output tile
+    for n in names:
+        st = s.stages[n]
+        if not st.is_placeholder and n not in (acc, pack, out.name):
+            s[n].compute_inline()
+    if acc == out.name:
+        acc_t = s.cache_write(out, "local")
+        acc = acc_t.name
+    i, j = s[out].axis
+    io, ii = s[out].split(i, bm)
+    jo, ji = s[out].split(j, bn)
+    s[out].reorder(jo, io, ii, ji)
+    tile = s[out].fuse(jo, io)
+    s[out].parallel(tile)
+    if bn > 1:
+        s[out].vectorize(ji)
+    s[acc].compute_at(s[out], tile)
+    ci, cj = s[acc].axis
+    (k,) = s[acc].reduce_axis
+    s[acc].reorder(k, ci, cj)
+    s[acc].unroll(ci)
+    if bn > 1:
+        s[acc].vectorize(cj)
+    no, _, ni = s[pack].axis
+    s[pack].parallel(no)
+    if bn > 1:
+        s[pack].vectorize(ni)
+    return s
+
+
+__all__ = ["matmul", "dense", "Tensor"]
