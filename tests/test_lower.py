@@ -1,0 +1,626 @@
+"""Tests of lowering: each pass on small hand-built IR, the integer simplifier, the printer, the verifier,
+guards of non-dividing splits and bound inference of compute_at."""
+from __future__ import annotations
+
+import importlib
+import operator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensortune as tt
+from tensortune import te
+from tensortune.dtype import DType
+from tensortune.errors import LoweringError
+from tensortune.ir import Allocate, Buffer, For, ForKind, IfThenElse, IRVerifyError, Load, PrimFunc, Scope, Seq, \
+    Store, verify
+from tensortune.lower.arith import bounds, linear, region, simplify
+from tensortune.lower.passes import MAX_UNROLL_EXTENT, remove_unit_loops, simplify_func, unroll_loops
+from tensortune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Select, Var, walk
+
+F32 = DType.float32
+
+
+def c(v: int) -> Const:
+    return Const(v, DType.int32)
+
+
+def f(v: float) -> Const:
+    return Const(v, F32)
+
+
+def add(a, b):
+    return Binary(BinOp.ADD, a, b)
+
+
+def mul(a, b):
+    return Binary(BinOp.MUL, a, b)
+
+
+def func(body, *bufs: Buffer) -> PrimFunc:
+    return PrimFunc("k", tuple(bufs), (), body)
+
+
+@pytest.fixture
+def bufs():
+    return Buffer("A", (16,), F32), Buffer("B", (16,), F32)
+
+
+# --- simplify_func ---------------------------------------------------------------------------------
+
+
+def test_simplify_folds_guards_known_from_loop_ranges(bufs):
+    A, B = bufs
+    i = Var("i")
+    before = func(For(i, 8, ForKind.SERIAL, Seq((
+        IfThenElse(Compare(CmpOp.LT, i, c(8)), Store(B, add(i, c(0)), Load(A, mul(i, c(1))))),  # always true
+        IfThenElse(Compare(CmpOp.GE, i, c(8)), Store(B, i, f(0.0))),  # never true
+        IfThenElse(Compare(CmpOp.LT, i, c(5)), Store(A, i, f(1.0))),  # depends on i: kept
+    ))), A, B)
+    expected = func(For(i, 8, ForKind.SERIAL, Seq((
+        Store(B, i, Load(A, i)),
+        IfThenElse(Compare(CmpOp.LT, i, c(5)), Store(A, i, f(1.0))),
+    ))), A, B)
+    assert simplify_func(before) == expected
+
+
+def test_simplify_takes_the_else_branch_of_a_false_guard(bufs):
+    A, B = bufs
+    i = Var("i")
+    before = func(For(i, 4, ForKind.SERIAL,
+                      IfThenElse(Compare(CmpOp.GT, add(i, c(2)), c(10)), Store(B, i, f(1.0)), Store(B, i, f(2.0)))),
+                  A, B)
+    assert simplify_func(before) == func(For(i, 4, ForKind.SERIAL, Store(B, i, f(2.0))), A, B)
+
+
+def test_simplify_drops_empty_code(bufs):
+    A, B = bufs
+    i, j = Var("i"), Var("j")
+    L = Buffer("L", (4,), F32, Scope.LOCAL)
+    dead = IfThenElse(Compare(CmpOp.LT, i, c(0)), Store(B, i, f(0.0)))
+    before = func(Seq((
+        For(i, 4, ForKind.SERIAL, Seq((dead, Seq(())))),  # loop whose body disappears
+        Allocate(L, For(i, 4, ForKind.SERIAL, dead)),  # allocation whose body disappears
+        For(j, 3, ForKind.SERIAL, Store(B, j, f(3.0))),
+    )), A, B)
+    assert simplify_func(before) == func(For(j, 3, ForKind.SERIAL, Store(B, j, f(3.0))), A, B)
+    nothing = func(For(i, 4, ForKind.SERIAL, dead), A, B)
+    assert simplify_func(nothing) == func(Seq(()), A, B)
+
+
+def test_simplify_is_pure(bufs):
+    A, B = bufs
+    i = Var("i")
+    before = func(For(i, 4, ForKind.SERIAL, Store(B, add(i, c(0)), Load(A, i))), A, B)
+    copy = func(For(i, 4, ForKind.SERIAL, Store(B, add(i, c(0)), Load(A, i))), A, B)
+    after = simplify_func(before)
+    assert before == copy and after != before
+    assert simplify_func(after) == after  # idempotent
+
+
+# --- remove_unit_loops ------------------------------------------------------------------------------
+
+
+def test_remove_unit_loops_substitutes_zero(bufs):
+    A, B = bufs
+    i, j, k = Var("i"), Var("j"), Var("k")
+    before = func(For(i, 4, ForKind.SERIAL,
+                      For(j, 1, ForKind.SERIAL,
+                          For(k, 1, ForKind.UNROLLED, Store(B, add(mul(i, c(4)), add(j, k)), Load(A, add(i, j)))))),
+                  A, B)
+    expected = func(For(i, 4, ForKind.SERIAL,
+                        Store(B, add(mul(i, c(4)), add(c(0), c(0))), Load(A, add(i, c(0))))), A, B)
+    assert remove_unit_loops(before) == expected
+
+
+def test_remove_unit_loops_keeps_longer_loops_and_guards(bufs):
+    A, B = bufs
+    i, j = Var("i"), Var("j")
+    body = IfThenElse(Compare(CmpOp.LT, add(i, j), c(3)), Store(B, add(i, j), f(1.0)))
+    before = func(Seq((For(i, 2, ForKind.SERIAL, For(j, 1, ForKind.VECTORIZED, body)),)), A, B)
+    expected = func(For(i, 2, ForKind.SERIAL,
+                        IfThenElse(Compare(CmpOp.LT, add(i, c(0)), c(3)), Store(B, add(i, c(0)), f(1.0)))), A, B)
+    assert remove_unit_loops(before) == expected
+
+
+# --- unroll_loops -----------------------------------------------------------------------------------
+
+
+def test_unroll_replicates_the_body(bufs):
+    A, B = bufs
+    i = Var("i")
+    before = func(For(i, 3, ForKind.UNROLLED, Store(B, i, mul(Load(A, i), f(2.0)))), A, B)
+    expected = func(Seq(tuple(Store(B, c(n), mul(Load(A, c(n)), f(2.0))) for n in range(3))), A, B)
+    assert unroll_loops(before) == expected
+
+
+def test_unroll_nested_loops_inner_first(bufs):
+    A, B = bufs
+    i, j, k = Var("i"), Var("j"), Var("k")
+    store = Store(B, add(mul(i, c(4)), add(mul(j, c(2)), k)), f(0.0))
+    before = func(For(i, 2, ForKind.SERIAL,
+                      For(j, 2, ForKind.UNROLLED,
+                          For(k, 2, ForKind.UNROLLED, store))), A, B)
+    expected = func(For(i, 2, ForKind.SERIAL, Seq(tuple(
+        Store(B, add(mul(i, c(4)), add(mul(c(jj), c(2)), c(kk))), f(0.0)) for jj in range(2) for kk in range(2)
+    ))), A, B)
+    assert unroll_loops(before) == expected
+
+
+def test_unroll_leaves_serial_and_overlong_loops(bufs):
+    A, B = bufs
+    i, j = Var("i"), Var("j")
+    long = For(j, MAX_UNROLL_EXTENT + 1, ForKind.UNROLLED, Store(B, c(0), Load(A, c(0))))
+    before = func(Seq((For(i, 3, ForKind.SERIAL, Store(B, i, f(1.0))), long)), A, B)
+    assert unroll_loops(before) == before
+
+
+# --- the integer simplifier --------------------------------------------------------------------------
+
+
+def test_divmod_of_a_split_index_recovers_the_parts():
+    io, ii = Var("io"), Var("ii")
+    ranges = {ii: (0, 15)}
+    assert simplify((io * 16 + ii) // 16, ranges) == io
+    assert simplify((io * 16 + ii) % 16, ranges) == ii
+    assert simplify((ii + io * 16) // 16, {ii: (0, 15), io: (0, 3)}) == io
+    # without knowing ii's range the division stays, split into the known part and the rest
+    assert simplify((io * 16 + ii) // 16) == add(io, Binary(BinOp.FLOORDIV, ii, c(16)))
+    assert simplify((io * 16 + ii) % 16) == Binary(BinOp.FLOORMOD, ii, c(16))
+    # an offset that crosses a block boundary is kept
+    assert simplify((io * 16 + ii + 3) // 16, ranges) == add(io, Binary(BinOp.FLOORDIV, add(ii, c(3)), c(16)))
+    assert simplify((io * 16 + ii + 3) % 16, {ii: (0, 12)}) == add(ii, c(3))
+
+
+def test_linear_canonicalisation():
+    i, j = Var("i"), Var("j")
+    assert simplify(i + j - i + 3 - 1) == add(j, c(2))
+    assert simplify((i * 2 + j) * 3) == add(mul(i, c(6)), mul(j, c(3)))
+    assert simplify(j - i * 2 + 4 - i) == add(Binary(BinOp.SUB, j, mul(i, c(3))), c(4))
+    assert simplify(i * 0 + 5) == c(5)
+    assert simplify(i - i) == c(0)
+    assert linear(i * 4 + j * 2 - 7) == ({i: 4, j: 2}, -7)
+    assert linear(i * j + 1) == ({mul(i, j): 1}, 1)
+
+
+def test_constant_folding():
+    assert simplify(c(7) // c(2)) == c(3)
+    assert simplify(c(-7) // c(2)) == c(-4)  # floor division
+    assert simplify(c(-7) % c(3)) == c(2)
+    assert simplify(f(1.5) * f(2.0) + f(0.5)) == f(3.5)
+    assert simplify(te.cast("int32", f(-2.7))) == c(-2)  # C truncates
+    assert simplify(te.exp(Const(0.0, DType.float64))) == Const(1.0, DType.float64)
+    x = Var("x")
+    assert simplify(te.select(Compare(CmpOp.LT, c(1), c(2)), x, c(0))) == x
+    # division by zero is left for run time, not folded into a Python exception
+    assert simplify(c(1) // c(0)) == Binary(BinOp.FLOORDIV, c(1), c(0))
+
+
+@pytest.mark.xfail(
+    strict=True, raises=(ValueError, OverflowError),
+    reason="BUG: constant folding calls math.sqrt/math.exp, so sqrt of a negative "
+    "constant raises ValueError and exp of a large one OverflowError, where C "
+    "gives NaN and inf",
+)
+def test_constant_folding_of_math_outside_python_domain():
+    assert simplify(te.exp(f(1000.0))) == f(float("inf"))
+    nan = simplify(te.sqrt(f(-1.0)))
+    assert isinstance(nan, Const) and nan.value != nan.value
+
+
+def test_comparisons_are_folded_from_ranges():
+    i, j = Var("i"), Var("j")
+    r = {i: (0, 9), j: (0, 3)}
+    true, false = Const(1, DType.bool), Const(0, DType.bool)
+    assert simplify(i < 10, r) == true
+    assert simplify(i >= 0, r) == true
+    assert simplify(i + j < 13, r) == true
+    assert simplify(i * 4 + j >= 40, r) == false
+    assert simplify(te.equal(j - j, 0), r) == true
+    assert simplify(i < 9, r) == Compare(CmpOp.LT, i, c(9))  # undecided: kept
+    assert simplify(i < 5) == Compare(CmpOp.LT, i, c(5))  # unknown range: kept
+    # min/max decided from ranges too
+    assert simplify(Binary(BinOp.MIN, i, j + 10), r) == i
+    assert simplify(Binary(BinOp.MAX, i, j + 10), r) == add(j, c(10))
+    # folded conditions collapse logical operators
+    assert simplify((i < 10) & (j < 2), r) == Compare(CmpOp.LT, j, c(2))
+    assert simplify((i > 20) | (j < 2), r) == Compare(CmpOp.LT, j, c(2))
+
+
+def test_bounds_of_expressions():
+    i, j = Var("i"), Var("j")
+    r = {i: (0, 9), j: (-2, 3)}
+    assert bounds(i * 4 - j + 1, r) == (-2, 39)
+    assert bounds(i // 4, r) == (0, 2)
+    assert bounds(i % 4, r) == (0, 3)
+    assert bounds(i * j, r) == (-18, 27)
+    assert bounds(i + Var("unknown"), r) is None
+
+
+def test_region_of_an_access_inside_a_tile():
+    io, ii, jj = Var("io"), Var("ii"), Var("jj")
+    fixed = {io: (0, 2)}
+    assert region(io * 4 + ii, {ii: (0, 3)}, fixed) == (mul(io, c(4)), 4)
+    assert region(io * 4 + ii + 1, {ii: (0, 3)}, fixed) == (add(mul(io, c(4)), c(1)), 4)
+    assert region(ii * 2 + 1, {ii: (0, 3)}, {}) == (c(1), 7)
+    assert region(ii - jj, {ii: (0, 3), jj: (0, 2)}, {}) == (c(-2), 6)
+    assert region(io * 8 + ii // 2, {ii: (0, 3)}, fixed) == (mul(io, c(8)), 2)
+    # a non-linear access of a free variable and an unknown one has no constant extent
+    assert region(ii * Var("n"), {ii: (0, 3)}, {}) is None
+
+
+# --- property: simplification never changes the value --------------------------------------------
+
+VARS = (Var("x"), Var("y"), Var("z"))
+_BINOPS = {BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul,
+           BinOp.FLOORDIV: operator.floordiv, BinOp.FLOORMOD: operator.mod, BinOp.MIN: min, BinOp.MAX: max}
+_CMPS = {CmpOp.LT: operator.lt, CmpOp.LE: operator.le, CmpOp.GT: operator.gt, CmpOp.GE: operator.ge,
+         CmpOp.EQ: operator.eq, CmpOp.NE: operator.ne}
+
+
+def evaluate(e, env: dict) -> int:
+    """Reference semantics of integer expressions (floor division and modulo, like Python)."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return env[e]
+    if isinstance(e, Binary):
+        return _BINOPS[e.op](evaluate(e.a, env), evaluate(e.b, env))
+    if isinstance(e, Compare):
+        return int(_CMPS[e.op](evaluate(e.a, env), evaluate(e.b, env)))
+    if isinstance(e, Select):
+        return evaluate(e.true_value, env) if evaluate(e.cond, env) else evaluate(e.false_value, env)
+    raise TypeError(f"no evaluator for {type(e).__name__}")
+
+
+_leaves = st.one_of(st.sampled_from(VARS), st.integers(-20, 20).map(c))
+_divisors = st.integers(-9, 9).filter(bool).map(c)
+
+
+def _extend(children):
+    return st.one_of(
+        st.builds(Binary, st.sampled_from([BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MIN, BinOp.MAX]), children, children),
+        st.builds(Binary, st.sampled_from([BinOp.FLOORDIV, BinOp.FLOORMOD]), children, _divisors),
+        st.builds(lambda op, a, b, t, e: Select(Compare(op, a, b), t, e),
+                  st.sampled_from(list(CmpOp)), children, children, children, children),
+    )
+
+
+_exprs = st.recursive(_leaves, _extend, max_leaves=12)
+
+
+@st.composite
+def _ranges_and_points(draw):
+    ranges = {}
+    for v in VARS:
+        lo = draw(st.integers(-20, 20))
+        ranges[v] = (lo, draw(st.integers(lo, lo + 40)))
+    points = [{v: draw(st.integers(*ranges[v])) for v in VARS} for _ in range(4)]
+    return ranges, points
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_exprs, _ranges_and_points())
+def test_simplify_preserves_values(e, ranges_points):
+    ranges, points = ranges_points
+    simple = simplify(e, ranges)
+    b = bounds(e, ranges)
+    for p in points:
+        value = evaluate(e, p)
+        assert evaluate(simple, p) == value, (str(e), str(simple), p)
+        if b is not None:
+            assert b[0] <= value <= b[1], (str(e), b, p)
+
+
+# --- the printer ---------------------------------------------------------------------------------
+
+
+def test_printer_text_of_a_split_add(check_lowering):
+    A = te.placeholder((4, 4), "float32", "A")
+    B = te.placeholder((4, 4), "float32", "B")
+    C = te.compute((4, 4), lambda i, j: A[i, j] + B[i, j], "C")
+    s = tt.create_schedule(C)
+    s[C].split(s[C].axis[1], 2)
+    assert str(check_lowering(s, [A, B, C])) == (
+        "def kernel(A: float32[4, 4], B: float32[4, 4], C: float32[4, 4]):\n"
+        "  for i in range(4):\n"
+        "    for j.outer in range(2):\n"
+        "      for j.inner in range(2):\n"
+        "        C[i * 4 + j.outer * 2 + j.inner] = A[i * 4 + j.outer * 2 + j.inner] + B[i * 4 + j.outer * 2 + j.inner]"
+    )
+
+
+def test_printer_text_of_guards_annotations_reductions_and_workspaces(check_lowering):
+    A = te.placeholder((5, 3), "float32", "A")
+    k = te.reduce_axis(3, "k")
+    P = te.compute((5, 3), lambda i, j: A[i, j] * 2.0, "P")
+    C = te.compute((5,), lambda i: te.max(P[i, k], axis=k), "C")
+    s = tt.create_schedule(C)
+    io, ii = s[C].split(s[C].axis[0], 2)
+    s[C].parallel(io)
+    s[P].vectorize(s[P].axis[1])
+    assert str(check_lowering(s, [A, C], name="rowmax")) == (
+        "def rowmax(A: float32[5, 3], C: float32[5]):\n"
+        "  workspace P: float32[5, 3]\n"
+        "  for i in range(5):\n"
+        "    for j in range(3):  # vectorized\n"
+        "      P[i * 3 + j] = A[i * 3 + j] * 2.0\n"
+        "  for i.outer in range(3):  # parallel\n"
+        "    for i.inner in range(2):\n"
+        "      if i.outer * 2 + i.inner < 5:\n"
+        "        C[i.outer * 2 + i.inner] = -inf\n"
+        "        for k in range(3):\n"
+        "          C[i.outer * 2 + i.inner] = max(C[i.outer * 2 + i.inner], P[i.outer * 6 + i.inner * 3 + k])"
+    )
+
+
+# --- the verifier --------------------------------------------------------------------------------
+
+
+def test_verifier_accepts_well_formed_ir(bufs):
+    A, B = bufs
+    i = Var("i")
+    L = Buffer("L", (16,), F32, Scope.LOCAL)
+    verify(func(For(i, 16, ForKind.PARALLEL, Allocate(L, Seq((Store(L, i, Load(A, i)), Store(B, i, Load(L, i)))))),
+                A, B))
+
+
+def test_verifier_catches_an_undefined_variable(bufs):
+    A, B = bufs
+    i, j = Var("i"), Var("j")
+    with pytest.raises(IRVerifyError, match="variable 'j'"):
+        verify(func(For(i, 4, ForKind.SERIAL, Store(B, i, Load(A, j))), A, B))
+    with pytest.raises(IRVerifyError, match="variable 'i' .* after pass 'mypass'"):
+        verify(func(Seq((For(i, 4, ForKind.SERIAL, Store(B, i, f(0.0))), Store(B, i, f(1.0)))), A, B), "mypass")
+
+
+def test_verifier_catches_access_to_an_unallocated_buffer(bufs):
+    A, B = bufs
+    i = Var("i")
+    L = Buffer("L", (16,), F32, Scope.LOCAL)
+    with pytest.raises(IRVerifyError, match="buffer 'L' accessed outside its allocation"):
+        verify(func(For(i, 4, ForKind.SERIAL, Store(B, i, Load(L, i))), A, B))
+    # used after the allocation that defined it ended
+    with pytest.raises(IRVerifyError, match="buffer 'L'"):
+        verify(func(For(i, 4, ForKind.SERIAL, Seq((Allocate(L, Store(L, i, f(0.0))), Store(L, i, f(1.0))))), A, B))
+
+
+def test_verifier_catches_other_broken_invariants(bufs):
+    A, B = bufs
+    i, j = Var("i"), Var("j")
+    L = Buffer("L", (4,), F32, Scope.LOCAL)
+    with pytest.raises(IRVerifyError, match="out of bounds"):
+        verify(func(Store(B, c(16), f(0.0)), A, B))
+    with pytest.raises(IRVerifyError, match="redefined"):
+        verify(func(For(i, 4, ForKind.SERIAL, For(i, 4, ForKind.SERIAL, Store(B, i, f(0.0)))), A, B))
+    with pytest.raises(IRVerifyError, match="nested in a parallel loop"):
+        verify(func(For(i, 4, ForKind.PARALLEL, For(j, 4, ForKind.PARALLEL, Store(B, i * 4 + j, f(0.0)))), A, B))
+    with pytest.raises(IRVerifyError, match="allocated twice"):
+        verify(func(Allocate(L, Allocate(L, Store(L, c(0), f(0.0)))), A, B))
+    with pytest.raises(IRVerifyError, match="duplicate buffer names"):
+        verify(func(Store(B, c(0), f(0.0)), A, B, Buffer("A", (2,), F32)))
+    X = te.placeholder((16,), "float32", "X")
+    with pytest.raises(IRVerifyError, match="TensorRead survived lowering"):
+        verify(func(For(i, 16, ForKind.SERIAL, Store(B, i, X[i])), A, B))
+
+
+def test_lower_runs_the_verifier_after_every_pass(monkeypatch):
+    lower_module = importlib.import_module("tensortune.lower.lower")  # the package re-exports lower() by this name
+
+    A = te.placeholder((4,), "float32", "A")
+    C = te.compute((4,), lambda i: A[i] + 1.0, "C")
+    s = tt.create_schedule(C)
+    i = Var("ghost")
+
+    def broken_pass(fn: PrimFunc) -> PrimFunc:
+        return PrimFunc(fn.name, fn.args, fn.workspaces, Seq((fn.body, Store(fn.args[1], i, f(0.0)))))
+
+    monkeypatch.setattr(lower_module, "PASSES", lower_module.PASSES + (("broken", broken_pass),))
+    tt.lower(s)  # without verification the bad IR goes through
+    with pytest.raises(IRVerifyError, match="variable 'ghost' .* after pass 'broken'"):
+        tt.lower(s, verify=True)
+
+
+# --- lowering a schedule ---------------------------------------------------------------------------
+
+
+def _add2d(n: int, m: int):
+    A = te.placeholder((n, m), "float32", "A")
+    C = te.compute((n, m), lambda i, j: A[i, j] * 2.0 + 1.0, "C")
+    return A, C
+
+
+def _ifs(fn: PrimFunc) -> list[IfThenElse]:
+    return [x for x in walk(fn.body) if isinstance(x, IfThenElse)]
+
+
+@pytest.mark.parametrize("factor, guard", [
+    (3, "i.outer * 3 + i.inner < 10"),
+    (4, "i.outer * 4 + i.inner < 10"),
+    (7, "i.outer * 7 + i.inner < 10"),
+    (16, "i.inner < 10"),  # the outer loop has extent 1 and is removed
+])
+def test_non_dividing_split_is_guarded_and_correct(factor, guard, check_lowering, check_run, rng):
+    A, C = _add2d(10, 6)
+    s = tt.create_schedule(C)
+    s[C].split(s[C].axis[0], factor)
+    fn = check_lowering(s, [A, C])
+    guards = _ifs(fn)
+    assert len(guards) == 1 and str(guards[0].cond) == guard
+    a = rng.standard_normal((10, 6)).astype("float32")
+    check_run(s, [A, C], [a], a * 2 + 1)
+
+
+def test_dividing_split_has_no_guard(check_lowering):
+    A, C = _add2d(10, 6)
+    s = tt.create_schedule(C)
+    s[C].split(s[C].axis[0], 5)
+    s[C].split(s[C].axis[1], nparts=3)
+    assert _ifs(check_lowering(s, [A, C])) == []
+
+
+def test_non_dividing_nparts_split_of_a_fused_axis_is_correct(check_lowering, check_run, rng):
+    A, C = _add2d(7, 5)
+    s = tt.create_schedule(C)
+    fused = s[C].fuse(*s[C].axis)
+    o, i = s[C].split(fused, nparts=4)
+    s[C].unroll(i)
+    fn = check_lowering(s, [A, C])
+    assert _ifs(fn)  # 35 = 4 * 9 - 1: the last part is guarded
+    a = rng.standard_normal((7, 5)).astype("float32")
+    check_run(s, [A, C], [a], a * 2 + 1)
+
+
+def _allocs(fn: PrimFunc) -> dict[str, Buffer]:
+    return {x.buffer.name: x.buffer for x in walk(fn.body) if isinstance(x, Allocate)}
+
+
+def test_compute_at_in_a_tile_allocates_the_tile_region(check_lowering, check_run, rng):
+    A = te.placeholder((10, 12), "float32", "A")
+    B = te.placeholder((12, 9), "float32", "B")
+    k = te.reduce_axis(12, "k")
+    C = te.compute((10, 9), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), "C")
+    s = tt.create_schedule(C)
+    CC = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(*s[C].axis, 4, 3)
+    s[CC].compute_at(s[C], jo)
+    fn = check_lowering(s, [A, B, C])
+    assert _allocs(fn) == {"C.local": Buffer("C.local", (4, 3), F32, Scope.LOCAL)}
+    assert fn.workspaces == ()
+    a = rng.standard_normal((10, 12)).astype("float32")
+    b = rng.standard_normal((12, 9)).astype("float32")
+    check_run(s, [A, B, C], [a, b], a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_compute_at_of_a_stencil_allocates_the_halo(check_lowering, check_run, rng):
+    A = te.placeholder((12, 12), "float32", "A")
+    P = te.compute((12, 12), lambda i, j: A[i, j] * 2.0, "P")
+    C = te.compute((10, 10), lambda i, j: P[i, j] + P[i + 2, j + 1] + P[i + 1, j + 2], "C")
+    s = tt.create_schedule(C)
+    io, jo, ii, ji = s[C].tile(*s[C].axis, 4, 5)
+    s[P].compute_at(s[C], jo)
+    fn = check_lowering(s, [A, C])
+    assert _allocs(fn)["P"].shape == (4 + 2, 5 + 2)
+    a = rng.standard_normal((12, 12)).astype("float32")
+    p = a * 2
+    check_run(s, [A, C], [a], p[:10, :10] + p[2:, 1:11] + p[1:11, 2:])
+
+
+def test_compute_at_an_outer_axis_allocates_rows(check_lowering):
+    A = te.placeholder((8, 6), "float32", "A")
+    P = te.compute((8, 6), lambda i, j: A[i, j] + 1.0, "P")
+    C = te.compute((8, 6), lambda i, j: P[i, j] * P[i, 5 - j], "C")
+    s = tt.create_schedule(C)
+    io, ii = s[C].split(s[C].axis[0], 2)
+    s[P].compute_at(s[C], io)
+    assert _allocs(check_lowering(s, [A, C]))["P"].shape == (2, 6)
+
+
+def test_inlined_stage_has_no_buffer(check_lowering, check_run, rng):
+    A = te.placeholder((6,), "float32", "A")
+    P = te.compute((6,), lambda i: A[i] * 2.0, "P")
+    C = te.compute((6,), lambda i: P[i] + P[5 - i], "C")
+    s = tt.create_schedule(C)
+    s[P].compute_inline()
+    fn = check_lowering(s, [A, C])
+    assert fn.workspaces == () and _allocs(fn) == {}
+    assert str(fn).splitlines()[-1] == "    C[i] = A[i] * 2.0 + A[0 - i + 5] * 2.0"
+    a = rng.standard_normal(6).astype("float32")
+    check_run(s, [A, C], [a], 2 * a + 2 * a[::-1])
+
+
+def test_lowering_twice_gives_the_same_ir(check_lowering):
+    A, C = _add2d(6, 6)
+    s = tt.create_schedule(C)
+    s[C].unroll(s[C].split(s[C].axis[1], 4)[1])
+    steps, leaves = list(s.steps), list(s.stages["C"].leaves)
+    first = check_lowering(s, [A, C])
+    assert str(first) == str(tt.lower(s, [A, C]))
+    assert s.steps == steps and s.stages["C"].leaves == leaves  # lowering does not touch the schedule
+
+
+@pytest.mark.parametrize("args, match", [
+    ("A", "missing \\['C'\\]"),
+    ("C", "missing \\['A'\\]"),
+    ("ACC", "listed twice"),
+])
+def test_bad_argument_lists_are_lowering_errors(args, match):
+    A, C = _add2d(3, 3)
+    tensors = {"A": A, "C": C}
+    with pytest.raises(LoweringError, match=match):
+        tt.lower(tt.create_schedule(C), [tensors[x] for x in args])
+    with pytest.raises(LoweringError, match="not part of the scheduled computation"):
+        tt.lower(tt.create_schedule(C), [A, te.placeholder((3,), "float32", "Z"), C])
+
+
+@pytest.mark.xfail(
+    strict=True, raises=IRVerifyError,
+    reason="BUG: an intermediate tensor listed in args and computed at a consumer loop "
+    "becomes a kernel argument with the tile's shape (and the verifier then fails)",
+)
+def test_intermediate_argument_computed_at_keeps_its_full_shape():
+    A = te.placeholder((8,), "float32", "A")
+    P = te.compute((8,), lambda i: A[i] * 2.0, "P")
+    C = te.compute((8,), lambda i: P[i] + 1.0, "C")
+    s = tt.create_schedule(C)
+    io, _ = s[C].split(s[C].axis[0], 4)
+    s[P].compute_at(s[C], io)
+    try:
+        fn = tt.lower(s, [A, P, C], verify=True)
+    except LoweringError:
+        return  # refusing the request with a user error is acceptable too
+    assert [b.shape for b in fn.args] == [(8,), (8,), (8,)]
+
+
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="BUG: an intermediate tensor listed in args and inlined is never written: "
+    "the caller's array keeps its old contents, silently",
+)
+def test_intermediate_argument_that_is_inlined_is_computed_or_rejected(rng):
+    A = te.placeholder((8,), "float32", "A")
+    P = te.compute((8,), lambda i: A[i] * 2.0, "P")
+    C = te.compute((8,), lambda i: P[i] + 1.0, "C")
+    s = tt.create_schedule(C)
+    s[P].compute_inline()
+    try:
+        m = tt.build(s, [A, P, C])
+    except LoweringError:
+        return
+    a = rng.standard_normal(8).astype("float32")
+    p, out = np.zeros(8, "float32"), np.zeros(8, "float32")
+    m(a, p, out)
+    np.testing.assert_allclose(out, a * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(p, a * 2, rtol=1e-6)
+
+
+def test_intermediate_argument_at_root_is_computed_into_the_callers_array(check_run, rng):
+    A = te.placeholder((8,), "float32", "A")
+    P = te.compute((8,), lambda i: A[i] * 2.0, "P")
+    C = te.compute((8,), lambda i: P[i] + 1.0, "C")
+    s = tt.create_schedule(C)
+    fn = tt.lower(s, [A, P, C], verify=True)
+    assert [b.name for b in fn.args] == ["A", "P", "C"] and fn.workspaces == ()
+    m = tt.build(s, [A, P, C])
+    a = rng.standard_normal(8).astype("float32")
+    p, out = np.zeros(8, "float32"), np.zeros(8, "float32")
+    m(a, p, out)
+    np.testing.assert_allclose(p, a * 2, rtol=1e-6)
+    np.testing.assert_allclose(out, a * 2 + 1, rtol=1e-6)
+
+
+def test_multiple_outputs(check_lowering, rng):
+    A = te.placeholder((6,), "float32", "A")
+    Q = te.compute((6,), lambda i: A[i] + 1.0, "Q")
+    R = te.compute((6,), lambda i: Q[i] * A[i], "R")
+    s = tt.create_schedule([Q, R])
+    fn = check_lowering(s)
+    assert [b.name for b in fn.args] == ["A", "Q", "R"]
+    m = tt.build(s)
+    a = rng.standard_normal(6).astype("float32")
+    q, r = np.zeros(6, "float32"), np.zeros(6, "float32")
+    m(a, q, r)
+    np.testing.assert_allclose(q, a + 1, rtol=1e-6)
+    np.testing.assert_allclose(r, (a + 1) * a, rtol=1e-6)
