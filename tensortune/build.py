@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from .codegen import codegen_c
+from .ir import Store
+from .te.expr import walk
 from .lower import lower
 from .runtime import ArgSpec, Module, Target, compile_shared
 from .schedule import Schedule
@@ -21,7 +23,8 @@ def build(sch: Schedule, args: Sequence[Tensor] | None = None, target: Target | 
     func = lower(sch, args, name)
     source = codegen_c(func, tgt)
     path = compile_shared(source, tgt)
-    specs = tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.args)
+    written = {n.buffer.name for n in walk(func.body) if isinstance(n, Store)}
+    specs = tuple(ArgSpec(b.name, b.shape, b.dtype, b.name in written) for b in func.args)
     work = tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.workspaces)
     module = Module(path, func.name, specs, work, source=source, num_threads=num_threads)
     module.ir = func

@@ -346,9 +346,6 @@ def test_tensor_names_that_clash_with_c_are_renamed(name, check_run, rng):
     check_run(tt.create_schedule(C), [A, C], [a], np.exp(a) + 1)
 
 
-@pytest.mark.xfail(strict=True, raises=KernelRuntimeError,
-                   reason="BUG: a tensor named like the kernel ('kernel') takes the C name, the entry point is "
-                          "renamed 'kernel_1', and the module cannot find symbol 'kernel'")
 def test_tensor_named_like_the_kernel(check_run, rng):
     A = te.placeholder((8,), "float32", "kernel")
     C = te.compute((8,), lambda i: A[i] * 2.0, "C")
@@ -356,9 +353,6 @@ def test_tensor_named_like_the_kernel(check_run, rng):
     check_run(tt.create_schedule(C), [A, C], [a], a * 2)
 
 
-@pytest.mark.xfail(strict=True, raises=CompileError,
-                   reason="BUG: valid tensor names that are C types, macros or libm functions used by the kernel "
-                          "(int32_t, NAN, expf, tt_num_threads) are emitted as-is and the C does not compile")
 @pytest.mark.parametrize("name", ["int32_t", "NAN", "expf", "tt_num_threads"])
 def test_tensor_names_that_clash_with_c_library_identifiers(name, check_run, rng):
     A = te.placeholder((20,), "float32", name)

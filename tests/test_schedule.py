@@ -301,11 +301,6 @@ def test_unknown_step_kind_in_a_record():
         step_from_json({"step": "Tile", "stage": "C"})
 
 
-@pytest.mark.xfail(
-    strict=True, raises=(TypeError, ValueError),
-    reason="BUG: step_from_json raises a bare TypeError (missing field) or ValueError "
-    "(unknown annotation) for a corrupt record instead of a ScheduleError",
-)
 @pytest.mark.parametrize("record", [
     {"step": "Split", "stage": "C"},
     {"step": "Annotate", "stage": "C", "axis": "i", "annotation": "gpu"},
@@ -357,11 +352,6 @@ def test_a_failing_step_leaves_the_schedule_unchanged(bad_step):
     assert str(tt.lower(s, [A, R])) == ir_before
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="BUG: StageHandle.tile applies its first split before the second one fails, "
-    "so a failing tile() leaves the schedule half changed",
-)
 def test_a_failing_tile_leaves_the_schedule_unchanged():
     _, _, C = matmul()
     s = tt.create_schedule(C)
@@ -372,11 +362,6 @@ def test_a_failing_tile_leaves_the_schedule_unchanged():
     assert snapshot(s) == before
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="BUG: StageHandle.fuse of three axes applies the first fuse before the "
-    "second one fails, so a failing fuse() leaves the schedule half changed",
-)
 def test_a_failing_fuse_of_three_axes_leaves_the_schedule_unchanged():
     _, _, C = matmul()
     s = tt.create_schedule(C)

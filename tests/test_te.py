@@ -194,10 +194,6 @@ def test_reduce_axis_named_like_a_spatial_axis_is_an_expr_error():
         te.compute((4,), lambda i: te.sum(A[i, k], axis=k), "C")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AttributeError,
-    reason="BUG: te.sum(x, axis=None) raises AttributeError instead of ExprError",
-)
 def test_reduce_without_axis_is_an_expr_error():
     A = te.placeholder((4, 6), "float32", "A")
     with pytest.raises(ExprError):

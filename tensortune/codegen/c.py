@@ -61,8 +61,8 @@ class _CGen:
         if key in self.names:
             return self.names[key]
         base = re.sub(r"[^0-9A-Za-z_]", "_", hint) or "v"
-        if base[0].isdigit() or base in _RESERVED:
-            base = "_" + base
+        if base[0].isdigit() or base in RESERVED or (base.startswith("tt_") and key != base):
+            base = "v_" + base
         n, i = base, 1
         while n in self.used_names:
             n, i = f"{base}_{i}", i + 1
@@ -83,15 +83,16 @@ class _CGen:
     def emit(self) -> str:
         f = self.func
         stored = {n.buffer.name for n in _stores(f.body)}
+        fname = self.name(("func", f.name), f.name)
+        assert fname == f.name, f"kernel name {f.name!r} is not a usable C identifier"
+        impl = self.name(("impl", f.name), f"{f.name}_impl")
+        self.name("tt_num_threads", "tt_num_threads")
         params = []
         for b in f.args:
             const = "" if b.name in stored else "const "
             params.append(f"{const}{b.dtype.c_type}* restrict {self.buf(b)}")
         for b in f.workspaces:
             params.append(f"{b.dtype.c_type}* restrict {self.buf(b)}")
-        self.name("tt_num_threads", "tt_num_threads")
-        fname = self.name(("func", f.name), f.name)
-        impl = self.name(("impl", f.name), f"{f.name}_impl")
         self.depth = 1
         for b in f.workspaces:
             self.line(f"{self.buf(b)} = ({b.dtype.c_type}*)__builtin_assume_aligned({self.buf(b)}, 64);")
@@ -329,9 +330,16 @@ class _CGen:
         raise AssertionError(f"cannot generate C for {type(e).__name__}")
 
 
-_RESERVED = {"int", "float", "double", "for", "if", "else", "return", "void", "char", "long", "short", "const",
-             "restrict", "static", "args", "num_threads", "abs", "exp", "log", "sqrt", "tanh", "floor", "free",
-             "main", "signed", "unsigned", "while", "do", "switch", "case", "default", "break", "continue"}
+#: Identifiers that generated names must not take: C keywords and the names the headers we include declare.
+RESERVED = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if inline int long register
+restrict return short signed sizeof static struct switch typedef union unsigned void volatile while _Bool _Complex
+bool true false NULL main args num_threads
+int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t size_t ptrdiff_t
+abort free malloc calloc realloc aligned_alloc exit abs labs div
+exp expf log logf sqrt sqrtf tanh tanhf fabs fabsf floor floorf ceil ceilf pow powf fmax fmaxf fmin fminf
+sin cos tan sinf cosf tanf erf erff round roundf INFINITY NAN HUGE_VAL isnan isinf
+""".split())
 
 
 def _vtype(dt: DType, n: int) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from ..dtype import DType
 from ..te.expr import Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, MathFunc, Not, Select, Var, transform
 
@@ -115,8 +117,8 @@ _FOLD = {
 }
 _CMP = {CmpOp.EQ: operator.eq, CmpOp.NE: operator.ne, CmpOp.LT: operator.lt, CmpOp.LE: operator.le,
         CmpOp.GT: operator.gt, CmpOp.GE: operator.ge}
-_MATH = {MathFunc.EXP: math.exp, MathFunc.LOG: math.log, MathFunc.SQRT: math.sqrt, MathFunc.TANH: math.tanh,
-         MathFunc.ABS: abs, MathFunc.FLOOR: math.floor}
+_MATH = {MathFunc.EXP: np.exp, MathFunc.LOG: np.log, MathFunc.SQRT: np.sqrt, MathFunc.TANH: np.tanh,
+         MathFunc.ABS: np.abs, MathFunc.FLOOR: np.floor}
 
 
 def _true(v: bool) -> Const:
@@ -145,8 +147,10 @@ def _rewrite(n: Expr, ranges: Ranges) -> Expr:
         if n.to.is_int and n.value.dtype.is_float:
             v = math.trunc(v)
         return Const(v, n.to)
-    if isinstance(n, Call) and isinstance(n.args[0], Const) and n.func is not MathFunc.LOG:
-        return Const(_MATH[n.func](n.args[0].value), n.dtype)
+    if isinstance(n, Call) and isinstance(n.args[0], Const):
+        with np.errstate(all="ignore"):  # outside the domain: NaN/inf, as C would compute
+            x = np.asarray(n.args[0].value, dtype=n.dtype.numpy)
+            return Const(_MATH[n.func](x).item(), n.dtype)
     return n
 
 

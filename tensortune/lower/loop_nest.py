@@ -39,6 +39,11 @@ def build_loop_nest(sch: Schedule, args: list[Tensor] | None, name: str) -> Prim
 
 class _Builder:
     def __init__(self, sch: Schedule, args: list[Tensor] | None, name: str):
+        from ..codegen.c import RESERVED
+
+        if not name.isidentifier() or not name.isascii() or name in RESERVED or name.startswith("tt_"):
+            raise LoweringError(f"kernel name {name!r} must be a C identifier (letters, digits, '_'), not a C "
+                                "keyword or library name, and must not start with 'tt_'")
         self.sch = sch
         self.name = name
         self.stages = sch.stages
@@ -114,6 +119,10 @@ class _Builder:
         missing = [n for n in placeholders + list(self.sch.outputs) if n not in names]
         if missing:
             raise LoweringError(f"args must include every input and output; missing {missing}")
+        for n in names:
+            if self.stages[n].attach != ROOT:
+                raise LoweringError(f"'{n}' is passed as an argument, so it must be computed at the root: drop it "
+                                    "from args or remove its compute_inline/compute_at")
         return names
 
     # ------------------------------------------------------------------ building

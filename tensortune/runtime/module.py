@@ -35,6 +35,7 @@ class ArgSpec:
     name: str
     shape: tuple[int, ...]
     dtype: DType
+    is_output: bool = False  # the kernel writes it: the array must be writeable
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
@@ -180,6 +181,9 @@ class Module:
                 )
             if a.shape != spec.shape:
                 raise ArgumentError(f"argument '{spec.name}' must have shape {spec.shape}, got {a.shape}")
+            if spec.is_output and not a.flags.writeable:
+                raise ArgumentError(f"argument '{spec.name}' is written by the kernel but the array is read-only; "
+                                    "pass a writeable array (e.g. np.empty or .copy())")
             if not a.flags.c_contiguous:
                 raise ArgumentError(
                     f"argument '{spec.name}' is not C-contiguous; pass np.ascontiguousarray(...) instead"

@@ -2,6 +2,8 @@
 every primitive validates its step and raises ``ScheduleError`` naming stage, axis and rule."""
 from __future__ import annotations
 
+import dataclasses
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -94,6 +96,12 @@ class StageState:
         return Axis(self.name, name, self.extents[name], self.kinds[name])
 
 
+def _copy_state(st: StageState) -> StageState:
+    return dataclasses.replace(st, root_axes=dict(st.root_axes), extents=dict(st.extents), kinds=dict(st.kinds),
+                               leaves=list(st.leaves), relations=list(st.relations),
+                               annotations=dict(st.annotations))
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -163,8 +171,20 @@ class Schedule:
 
     def apply(self, step: Step) -> None:
         """Validate and apply one step; on error nothing changes."""
+        if type(step) not in _APPLY:
+            raise ScheduleError(str(getattr(step, "stage", "?")), None, f"{step!r} is not a schedule step")
         _APPLY[type(step)](self, step)
         self.steps.append(step)
+
+    @contextmanager
+    def transaction(self):
+        """Apply several steps as one: if any fails, the schedule is restored as it was."""
+        saved = ({n: _copy_state(st) for n, st in self.stages.items()}, dict(self.tensors), list(self.steps))
+        try:
+            yield
+        except BaseException:
+            self.stages, self.tensors, self.steps = saved
+            raise
 
     # ------------------------------------------------------------------ helpers for the steps
     def _stage(self, name: str, *, compute: bool = True) -> StageState:
@@ -222,6 +242,7 @@ class StageHandle:
         return ax
 
     def _ax(self, name: str) -> Axis:
+        """The handle of a loop of this stage (by name)."""
         return self.state.axis(name)
 
     def split(self, axis: Axis | str, factor: int | None = None, nparts: int | None = None) -> tuple[Axis, Axis]:
@@ -230,9 +251,11 @@ class StageHandle:
         return self._ax(f"{a}.outer"), self._ax(f"{a}.inner")
 
     def tile(self, x: Axis | str, y: Axis | str, x_factor: int, y_factor: int) -> tuple[Axis, Axis, Axis, Axis]:
-        xo, xi = self.split(x, x_factor)
-        yo, yi = self.split(y, y_factor)
-        self.reorder(xo, yo, xi, yi)
+        """Split ``x`` and ``y`` and order the loops ``xo, yo, xi, yi``."""
+        with self.sch.transaction():
+            xo, xi = self.split(x, x_factor)
+            yo, yi = self.split(y, y_factor)
+            self.reorder(xo, yo, xi, yi)
         return xo, yo, xi, yi
 
     def fuse(self, *axes: Axis | str) -> Axis:
@@ -240,9 +263,10 @@ class StageHandle:
             raise ScheduleError(self.name, None, "fuse needs at least two axes")
         names = [self._name(a) for a in axes]
         cur = names[0]
-        for nxt in names[1:]:
-            self.sch.apply(Fuse(self.name, cur, nxt))
-            cur = f"{cur}.{nxt}.fused"
+        with self.sch.transaction():
+            for nxt in names[1:]:
+                self.sch.apply(Fuse(self.name, cur, nxt))
+                cur = f"{cur}.{nxt}.fused"
         return self._ax(cur)
 
     def reorder(self, *axes: Axis | str) -> None:

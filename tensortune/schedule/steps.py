@@ -92,21 +92,49 @@ def step_to_json(step: Step) -> dict[str, Any]:
 
 
 def step_from_json(d: dict[str, Any]) -> Step:
+    """Rebuild a step from ``step_to_json``'s output; a malformed record is a ``ScheduleError``."""
     from ..errors import ScheduleError
 
+    if not isinstance(d, dict):
+        raise ScheduleError("?", None, f"a schedule step record must be a JSON object, got {d!r}")
     d = dict(d)
     kind = d.pop("step", None)
+    stage = str(d.get("stage", "?"))
     if kind not in STEP_TYPES:
-        raise ScheduleError(str(d.get("stage", "?")), None, f"unknown schedule step {kind!r} in a record")
+        raise ScheduleError(stage, None, f"unknown schedule step {kind!r} in a record")
     cls = STEP_TYPES[kind]
+    names = {f.name for f in fields(cls)}
+    unknown = set(d) - names
+    if unknown:
+        raise ScheduleError(stage, None, f"record of {kind} has unknown fields {sorted(unknown)}")
     kw = {}
     for f in fields(cls):
         if f.name not in d:
             continue
         v = d[f.name]
-        if f.name == "annotation":
-            v = Annotation(v)
-        elif isinstance(v, list):
-            v = tuple(v)
-        kw[f.name] = v
-    return cls(**kw)
+        try:
+            kw[f.name] = _field_value(f.name, f.type, v)
+        except (TypeError, ValueError) as e:
+            raise ScheduleError(stage, None, f"record of {kind}: bad value {v!r} for '{f.name}' ({e})") from None
+    try:
+        return cls(**kw)
+    except TypeError as e:
+        raise ScheduleError(stage, None, f"record of {kind} is incomplete: {e}") from None
+
+
+def _field_value(name: str, type_: str, v: Any) -> Any:
+    if name == "annotation":
+        return Annotation(v)
+    if "tuple" in type_:
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise TypeError("expected a list of names")
+        return tuple(v)
+    if "int" in type_:
+        if v is None and "None" in type_:
+            return None
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError("expected an integer")
+        return v
+    if not isinstance(v, str):
+        raise TypeError("expected a string")
+    return v

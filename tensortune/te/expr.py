@@ -462,6 +462,9 @@ def reduce_axis(extent: int, name: str = "k") -> IterVar:
 def _reducer(comb: Reducer):
     def f(expr: ExprLike, axis: IterVar | list[IterVar] | tuple[IterVar, ...]) -> Reduce:
         axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+        if not all(isinstance(a, IterVar) for a in axes):
+            raise ExprError(f"{comb.value} needs axis= a reduce axis or a list of them (from reduce_axis()), "
+                            f"got {axis!r}")
         return Reduce(comb, as_expr(expr), axes)
 
     f.__name__ = comb.value
