@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import te
 from ..dtype import DType
+from ..errors import ShapeError
 from ..runtime import Target
 from ..schedule import Schedule, create_schedule
 from ..te import Tensor
@@ -26,12 +27,17 @@ def _panel(n: int, target: Target, dtype: str) -> int:
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, relu: bool = False,
-           transpose_b: bool = False, target: Target | None = None, name: str = "matmul") -> Operator:
-    """``out = A @ B (+ bias) (then ReLU)``; ``A: [M, K]``, ``B: [K, N]`` (``[N, K]`` if ``transpose_b``)."""
-    target = target or Target.host()
+           transpose_b: bool = False, target: Target | None = None, name: str = "matmul",
+           panel: int | None = None) -> Operator:
+    """``out = A @ B (+ bias) (then ReLU)``; ``A: [M, K]``, ``B: [K, N]`` (``[N, K]`` if ``transpose_b``).
+
+    B is repacked into panels of ``panel`` columns (default: two vector registers when that divides N).
+    """
     A = te.placeholder((M, K), dtype, "A")
     B = te.placeholder((N, K) if transpose_b else (K, N), dtype, "B")
-    bn = _panel(N, target, dtype)
+    bn = panel or _panel(N, target or Target.host(), dtype)
+    if N % bn:
+        raise ShapeError(f"{name}: the panel width {bn} must divide N={N}")
     if transpose_b:
         PB = te.compute((N // bn, K, bn), lambda no, k, ni: B[no * bn + ni, k], "B_packed")
     else:

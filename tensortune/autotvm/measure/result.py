@@ -1,0 +1,58 @@
+"""What a measurement produces: every candidate ends as a result with an error kind, never an exception."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ErrorKind(Enum):
+    """Why a candidate has no valid timing (``NONE`` when it has one)."""
+
+    NONE = 0
+    INVALID_CONFIG = 1  # the template raised while instantiating the config (e.g. ScheduleError)
+    COMPILE_ERROR = 2  # lowering, code generation or the C compiler failed
+    RUNTIME_CRASH = 3  # the kernel crashed its worker process (segfault, abort) or returned an error
+    WRONG_ANSWER = 4  # the kernel's output differs from the numpy reference
+    BUILD_TIMEOUT = 5
+    RUN_TIMEOUT = 6
+    UNKNOWN = 7
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One candidate: a task and the index of a config in its space."""
+
+    task: "object"  # tensortune.autotvm.task.Task
+    config_index: int
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A compiled candidate, or why it could not be built."""
+
+    lib_path: str | None
+    error_kind: ErrorKind
+    error_msg: str
+    build_seconds: float
+    source: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Timings in seconds per call (one per repeat; empty unless ``error_kind`` is NONE)."""
+
+    costs: tuple[float, ...]
+    error_kind: ErrorKind
+    error_msg: str
+    all_cost: float  # wall seconds spent on this candidate, build included
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is ErrorKind.NONE
+
+    @property
+    def mean_cost(self) -> float:
+        """Mean seconds per call; infinity for a failed candidate."""
+        return sum(self.costs) / len(self.costs) if self.ok and self.costs else float("inf")

@@ -1,0 +1,121 @@
+"""Templates and tasks.
+
+A ``Template`` is a plain function ``fn(cfg, *args) -> (Schedule, Operator)`` plus a name: it
+declares knobs on ``cfg`` and schedules the operator with the chosen values. A ``Task`` is a
+template with concrete arguments and a target; its workload key identifies it in tuning logs.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import TensortuneError
+from ..ops import Operator
+from ..runtime import Target
+from ..schedule import Schedule
+from .space import ConfigEntity, ConfigSpace
+
+
+class TaskError(TensortuneError, ValueError):
+    """A task cannot be created (unknown template, bad arguments)."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """A schedule template: ``fn(cfg, *args)`` returns ``(schedule, operator)``."""
+
+    name: str
+    fn: Callable[..., tuple[Schedule, Operator]] = field(compare=False)
+    doc: str = ""
+
+    def __call__(self, cfg, *args) -> tuple[Schedule, Operator]:
+        return self.fn(cfg, *args)
+
+
+def template(name: str) -> Callable[[Callable], Template]:
+    """Decorator: turn a function ``fn(cfg, *args)`` into a ``Template`` called ``name``."""
+
+    def wrap(fn: Callable) -> Template:
+        return Template(name, fn, (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "")
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class Task:
+    """A template applied to concrete arguments, for one target."""
+
+    template: Template
+    args: tuple
+    target: Target
+
+    def __post_init__(self):
+        try:
+            json.dumps(list(self.args))
+        except TypeError as e:
+            raise TaskError(f"task arguments must be JSON values (numbers, strings), got {self.args!r}") from e
+
+    @property
+    def name(self) -> str:
+        return self.template.name
+
+    @property
+    def workload_key(self) -> str:
+        """Stable identity of the workload (template and arguments), as stored in logs."""
+        return json.dumps([self.template.name, list(self.args)], separators=(",", ":"))
+
+    @property
+    def space(self) -> ConfigSpace:
+        return _space(self)
+
+    @property
+    def operator(self) -> Operator:
+        return _space_and_op(self)[1]
+
+    @property
+    def flops(self) -> int:
+        return self.operator.flops
+
+    def config(self, index: int) -> ConfigEntity:
+        return self.space.get(index)
+
+    def instantiate(self, config: ConfigEntity | int) -> tuple[Schedule, Operator]:
+        """Schedule the operator with one config (may raise ScheduleError for an invalid config)."""
+        cfg = self.space.get(config) if isinstance(config, int) else config
+        return self.template(cfg, *self.args)
+
+    def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        return self.operator.random_inputs(seed)
+
+    def __str__(self) -> str:
+        return f"{self.template.name}{tuple(self.args)}"
+
+    def __reduce__(self):
+        # Pickle by reference to the template's module-level function, so worker processes rebuild it.
+        return (_rebuild_task, (self.template.fn.__module__, self.template.fn.__qualname__, self.template.name,
+                                self.args, str(self.target)))
+
+
+def _rebuild_task(module: str, qualname: str, name: str, args: tuple, target: str) -> Task:
+    import importlib
+
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    tmpl = obj if isinstance(obj, Template) else Template(name, obj)
+    return Task(tmpl, tuple(args), Target.parse(target))
+
+
+@functools.lru_cache(maxsize=64)
+def _space_and_op(task: Task) -> tuple[ConfigSpace, Operator]:
+    space = ConfigSpace()
+    _, op = task.template(space, *task.args)
+    return space, op
+
+
+def _space(task: Task) -> ConfigSpace:
+    return _space_and_op(task)[0]

@@ -1,0 +1,58 @@
+"""Matmul / dense template for CPUs: packed B panels, a register block, K tiling, parallel tiles."""
+from __future__ import annotations
+
+from ...ops import matmul
+from ...schedule import create_schedule
+from ..task import template
+
+
+@template("matmul")
+def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, relu: bool = False,
+                    transpose_b: bool = False):
+    """C = A @ B (+bias, ReLU): rows x panel-width register blocks over packed panels of B."""
+    # The panel width is the innermost x factor; it must divide N because B is packed in whole panels.
+    cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= 16)
+    cfg.define_split("tile_x", N, num_outputs=3, filter=lambda e: e.size[-1] <= 64)
+    cfg.define_split("tile_k", K, num_outputs=2)
+    cfg.define_reorder("order", [0, 1], policy="all")  # yt/xt order inside a parallel chunk
+    cfg.define_knob("unroll_k", [1, 2, 4])
+    cfg.define_knob("parallel", ["outer", "outer_fused", "none"])
+    bn = cfg["tile_x"].size[-1]
+    op = matmul(M, N, K, dtype, bias, relu, transpose_b, panel=bn)
+    s = create_schedule(op.output)
+    out = op.output
+    acc = next(n for n, st in s.stages.items() if not st.is_placeholder and st.op.reduce_axes)
+    for n, st in list(s.stages.items()):
+        if not st.is_placeholder and n not in (acc, "B_packed", out.name):
+            s[n].compute_inline()
+    if acc == out.name:
+        acc = s.cache_write(out, "local").name
+    y, x = s[out].axis
+    yo, yt, yi = cfg["tile_y"].apply(s[out], y)
+    xo, xt, xi = cfg["tile_x"].apply(s[out], x)
+    inner = cfg["order"].apply(s[out], [yt, xt])
+    s[out].reorder(yo, xo, *inner, yi, xi)
+    par = cfg["parallel"]
+    if par == "outer_fused":
+        s[out].parallel(s[out].fuse(yo, xo))
+    elif par == "outer":
+        s[out].parallel(yo)
+    s[out].vectorize(xi)
+    s[acc].compute_at(s[out], inner[-1])
+    ai, aj = s[acc].axis
+    (k,) = s[acc].reduce_axis
+    ko, ki = cfg["tile_k"].apply(s[acc], k)
+    kii_f = cfg["unroll_k"]
+    if kii_f > 1 and cfg["tile_k"].size[-1] % kii_f == 0:
+        ki, kii = s[acc].split(ki, kii_f)
+        s[acc].reorder(ko, ki, kii, ai, aj)
+        s[acc].unroll(kii)
+    else:
+        s[acc].reorder(ko, ki, ai, aj)
+    s[acc].unroll(ai)
+    s[acc].vectorize(aj)
+    no, _, ni = s["B_packed"].axis
+    if par != "none":
+        s["B_packed"].parallel(no)
+    s["B_packed"].vectorize(ni)
+    return s, op
