@@ -13,7 +13,13 @@ from ..te import Tensor
 
 @dataclass(frozen=True)
 class Operator:
-    """A declared operator. ``args`` are the kernel's arrays: inputs, then the output."""
+    """A declared operator. ``args`` are the kernel's arrays: inputs, then the output.
+
+    Inputs come in a *canonical* form (e.g. weights in OIHW) that ``reference`` takes and
+    ``random_inputs`` makes. An operator whose kernel wants some inputs in another layout (packed
+    weights) has ``prepare``, which turns canonical inputs into kernel inputs once, outside any
+    timed region, as a deployed model would pre-pack its constant weights.
+    """
 
     name: str
     inputs: tuple[Tensor, ...]
@@ -21,6 +27,8 @@ class Operator:
     flops: int
     reference: Callable[..., np.ndarray] = field(repr=False)
     _schedule: Callable[["Operator", Target], Schedule] = field(repr=False)
+    prepare_fn: Callable[..., list[np.ndarray]] | None = field(default=None, repr=False)
+    canonical_shapes: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def args(self) -> tuple[Tensor, ...]:
@@ -31,14 +39,22 @@ class Operator:
         return self._schedule(self, target or Target.host())
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Random canonical inputs (what ``reference`` and ``prepare`` take)."""
         rng = np.random.default_rng(seed)
+        shapes = self.canonical_shapes or tuple(t.shape for t in self.inputs)
         out = []
-        for t in self.inputs:
+        for t, shape in zip(self.inputs, shapes):
             if t.dtype.is_float:
-                out.append(rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy))
+                out.append(rng.uniform(-1, 1, shape).astype(t.dtype.numpy))
             else:
-                out.append(rng.integers(-8, 8, t.shape).astype(t.dtype.numpy))
+                out.append(rng.integers(-8, 8, shape).astype(t.dtype.numpy))
         return out
+
+    def prepare(self, *canonical: np.ndarray) -> list[np.ndarray]:
+        """Kernel inputs from canonical ones (weight packing); the identity for most operators."""
+        if self.prepare_fn is None:
+            return list(canonical)
+        return [np.ascontiguousarray(a) for a in self.prepare_fn(*canonical)]
 
     def empty_output(self) -> np.ndarray:
         return np.zeros(self.output.shape, self.output.dtype.numpy)

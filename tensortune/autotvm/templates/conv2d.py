@@ -1,0 +1,118 @@
+"""Convolution templates for CPUs, all with NCHW input and output and pre-packed weights.
+
+Each accumulates a register tile of ``reg_n`` output columns x ``ob`` output channels (``ob``
+channels are vector lanes), computed at a tile loop of the NCHW output and unpacked there.
+The knobs choose the channel blocks, the row/column tiling, the order of outer and reduction
+loops, unrolling and the parallel loops.
+"""
+from __future__ import annotations
+
+from ...ops import conv2d_nchwc, conv2d_spatial_pack, depthwise_conv2d_nchwc
+from ...schedule import create_schedule
+from ..space import SplitEntity
+from ..task import template
+
+#: accumulator registers available for the register tile (of 32 on AVX-512; leave some for operands)
+MAX_ACC_REGS = 28
+LANES = 16  # float32 lanes of an AVX-512 register; only used to bound the register tile in the filter
+
+
+def _out_size(n: int, k: int, stride: int, pad: int) -> int:
+    return (n + 2 * pad - k) // stride + 1
+
+
+def _channel_block(e: SplitEntity) -> bool:
+    """Blocks of whole vectors (multiples of 8 lanes, at most 64), or all channels when they are few."""
+    return e.size[-1] <= 64 and (e.size[-1] % 8 == 0 or e.size[0] == 1)
+
+
+def _define_tiles(cfg, channels: int, oh: int, ow: int, block_name: str) -> None:
+    cfg.define_split(block_name, channels, num_outputs=2, filter=_channel_block)
+    cfg.define_split("tile_oh", oh, num_outputs=2)
+    cfg.define_split("tile_ow", ow, num_outputs=3, filter=lambda e: e.size[-1] <= 32)
+    cfg.define_reorder("reorder_outer", [0, 1, 2], policy="all")
+    cfg.define_knob("parallel", ["fuse1", "fuse2"])
+    cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_knob("vectorize_unpack", [True, False])
+    cfg.define_knob("unroll_unpack", [False, True])
+    cfg.add_filter(lambda c: c["tile_ow"].size[-1] * -(-c[block_name].size[-1] // LANES) <= MAX_ACC_REGS)
+
+
+def _schedule(cfg, op, block_name: str, reduce_order: list[int] | None):
+    """Shared schedule of the channel-blocked convolutions (see the module docstring)."""
+    s = create_schedule(op.output)
+    out, conv = op.output.name, "conv"
+    for name in ("data_pack", "data_pad"):
+        if name in s.stages:
+            ax = s[name].axis
+            s[name].parallel(s[name].fuse(ax[0], ax[1]))
+    ob = cfg[block_name].size[-1]
+    n, o, y, x = s[out].axis
+    oo, oi = s[out].split(o, ob)
+    yo, yi = cfg["tile_oh"].apply(s[out], y)
+    xo, xm, xi = cfg["tile_ow"].apply(s[out], x)
+    outer = cfg["reorder_outer"].apply(s[out], [oo, yo, xo])
+    s[out].reorder(n, *outer, yi, xm, oi, xi)
+    fused = s[out].fuse(n, outer[0])
+    if cfg["parallel"] == "fuse2":
+        fused = s[out].fuse(fused, outer[1])
+    s[out].parallel(fused)
+    if cfg["vectorize_unpack"]:
+        s[out].vectorize(xi)
+    if cfg["unroll_unpack"]:
+        s[out].unroll(oi)
+    s[conv].compute_at(s[out], xm)
+    _, _, _, cx, cb = s[conv].axis
+    red = list(s[conv].reduce_axis)
+    kw = red[-2] if len(red) == 4 else red[-1]
+    if reduce_order is not None:
+        outer_red = [red[i] for i in reduce_order]
+        s[conv].reorder(*outer_red, *red[len(reduce_order):], cx, cb)
+    else:
+        s[conv].reorder(*red, cx, cb)
+    if cfg["unroll_kw"]:
+        s[conv].unroll(kw)
+    s[conv].unroll(cx)
+    s[conv].vectorize(cb)
+    return s
+
+
+@template("conv2d_nchwc")
+def conv2d_nchwc_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
+                          dtype: str = "float32"):
+    """NCHW[x]c conv2d: input channels blocked (tile_ic), output channels in vector lanes (tile_oc)."""
+    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    cfg.define_split("tile_ic", C, num_outputs=2, filter=lambda e: e.size[-1] <= 64)
+    _define_tiles(cfg, O, oh, ow, "tile_oc")
+    cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (ic outer, kh, kw)
+    op = conv2d_nchwc(N, C, H, W, O, K, stride, pad, cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1], dtype)
+    return _schedule(cfg, op, "tile_oc", list(cfg["reorder_reduce"].perm)), op
+
+
+@template("conv2d_nchw_spatial_pack")
+def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
+                                 pad: int = 0, dtype: str = "float32"):
+    """Spatial-pack conv2d: NCHW input read in place, output channels in vector lanes (tile_oc)."""
+    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    _define_tiles(cfg, O, oh, ow, "tile_oc")
+    cfg.define_split("tile_rc", C, num_outputs=2)
+    cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (rc inner, kh, kw)
+    op = conv2d_spatial_pack(N, C, H, W, O, K, stride, pad, cfg["tile_oc"].size[-1], dtype)
+    s = _schedule(cfg, op, "tile_oc", None)
+    rc, kh, kw = s["conv"].reduce_axis
+    rco, rci = cfg["tile_rc"].apply(s["conv"], rc)
+    inner = cfg["reorder_reduce"].apply(s["conv"], [rci, kh, kw])
+    _, _, _, cx, cb = s["conv"].axis
+    s["conv"].reorder(rco, *inner, cx, cb)
+    return s, op
+
+
+@template("depthwise_conv2d_nchwc")
+def depthwise_conv2d_template(cfg, N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
+                              dtype: str = "float32"):
+    """Depthwise conv2d with channels blocked into vector lanes (tile_c)."""
+    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    _define_tiles(cfg, C, oh, ow, "tile_c")
+    cfg.define_reorder("reorder_reduce", [0, 1], policy="all")  # order of (kh, kw)
+    op = depthwise_conv2d_nchwc(N, C, H, W, K, stride, pad, cfg["tile_c"].size[-1], dtype)
+    return _schedule(cfg, op, "tile_c", list(cfg["reorder_reduce"].perm)), op

@@ -1,0 +1,125 @@
+"""Convolutions computed in channel-blocked layouts, with NCHW input and output.
+
+Inside the kernel the input is zero-padded and repacked (timed), the convolution accumulates in a
+``[N, O/ob, OH, OW, ob]`` layout so that ``ob`` output channels form vector registers, and the
+result is unpacked back to NCHW (timed). The weights are constants of a deployed model, so they
+are packed once by ``Operator.prepare`` outside the timed region.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from ..errors import ShapeError
+from ..runtime import Target
+from ..schedule import Schedule, create_schedule
+from .conv import _out_size, conv2d_nchw, depthwise_conv2d_nchw, pad_nchw
+from .operator import Operator
+
+
+def _check_block(total: int, block: int, what: str) -> None:
+    if block < 1 or total % block:
+        raise ShapeError(f"{what} block {block} must divide {total}")
+
+
+def _pack_data(data, pad: int, cb: int, name: str = "data_pack"):
+    """``[N, C/cb, H+2p, W+2p, cb]``: padded input with ``cb`` channels innermost."""
+    n, c, h, w = data.shape
+    zero = te.const(0, data.dtype)
+    return te.compute(
+        (n, c // cb, h + 2 * pad, w + 2 * pad, cb),
+        lambda b, co, y, x, ci: te.select(te.logical_and(y >= pad, y < h + pad, x >= pad, x < w + pad),
+                                          data[b, co * cb + ci, y - pad, x - pad], zero),
+        name)
+
+
+def _unpack(conv, channels: int, ob: int, name: str):
+    n, _, oh, ow, _ = conv.shape
+    return te.compute((n, channels, oh, ow), lambda b, o, y, x: conv[b, o // ob, y, x, o % ob], name)
+
+
+def _naive(op: Operator, target: Target) -> Schedule:
+    """Fallback schedule (loops in declaration order, outer loops parallel)."""
+    s = create_schedule(op.output)
+    for name, st in s.stages.items():
+        if not st.is_placeholder and st.attach == "root":
+            s[name].parallel(s[name].leaf_axes[0])
+    return s
+
+
+def conv2d_nchwc(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0, icb: int = 1,
+                 ocb: int = 16, dtype: str = "float32", name: str = "conv2d") -> Operator:
+    """NCHW[x]c convolution: input channels blocked by ``icb``, output channels by ``ocb``.
+
+    Kernel inputs: ``data [N, C, H, W]`` and ``weight_packed [O/ocb, C/icb, K, K, icb, ocb]``.
+    """
+    _check_block(C, icb, f"{name}: input channel")
+    _check_block(O, ocb, f"{name}: output channel")
+    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    data = te.placeholder((N, C, H, W), dtype, "data")
+    wp = te.placeholder((O // ocb, C // icb, K, K, icb, ocb), dtype, "weight_packed")
+    dp = _pack_data(data, pad, icb)
+    ico, ici = te.reduce_axis(C // icb, "ico"), te.reduce_axis(icb, "ici")
+    kh, kw = te.reduce_axis(K, "kh"), te.reduce_axis(K, "kw")
+    conv = te.compute((N, O // ocb, OH, OW, ocb), lambda n, oc, y, x, ob: te.sum(
+        dp[n, ico, y * stride + kh, x * stride + kw, ici] * wp[oc, ico, kh, kw, ici, ob], axis=[ico, kh, kw, ici]),
+        "conv")
+    out = _unpack(conv, O, ocb, name)
+    ref = conv2d_nchw(N, C, H, W, O, K, stride=stride, pad=pad, dtype=dtype).reference
+
+    def prepare(x, w):
+        return [x, w.reshape(O // ocb, ocb, C // icb, icb, K, K).transpose(0, 2, 4, 5, 3, 1)]
+
+    return Operator(name, (data, wp), out, 2 * N * O * OH * OW * C * K * K, ref, _naive, prepare,
+                    ((N, C, H, W), (O, C, K, K)))
+
+
+def conv2d_spatial_pack(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
+                        ocb: int = 16, dtype: str = "float32", name: str = "conv2d") -> Operator:
+    """Spatial-pack convolution: NCHW input read in place, output channels blocked by ``ocb``.
+
+    Kernel inputs: ``data [N, C, H, W]`` and ``weight_packed [O/ocb, C, K, K, ocb]``.
+    """
+    _check_block(O, ocb, f"{name}: output channel")
+    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    data = te.placeholder((N, C, H, W), dtype, "data")
+    wp = te.placeholder((O // ocb, C, K, K, ocb), dtype, "weight_packed")
+    dp = pad_nchw(data, pad)
+    rc, kh, kw = te.reduce_axis(C, "rc"), te.reduce_axis(K, "kh"), te.reduce_axis(K, "kw")
+    conv = te.compute((N, O // ocb, OH, OW, ocb), lambda n, oc, y, x, ob: te.sum(
+        dp[n, rc, y * stride + kh, x * stride + kw] * wp[oc, rc, kh, kw, ob], axis=[rc, kh, kw]), "conv")
+    out = _unpack(conv, O, ocb, name)
+    ref = conv2d_nchw(N, C, H, W, O, K, stride=stride, pad=pad, dtype=dtype).reference
+
+    def prepare(x, w):
+        return [x, w.reshape(O // ocb, ocb, C, K, K).transpose(0, 2, 3, 4, 1)]
+
+    return Operator(name, (data, wp), out, 2 * N * O * OH * OW * C * K * K, ref, _naive, prepare,
+                    ((N, C, H, W), (O, C, K, K)))
+
+
+def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0, cb: int = 16,
+                           dtype: str = "float32", name: str = "depthwise_conv2d") -> Operator:
+    """Depthwise convolution with channels blocked by ``cb`` (vectorized across channels).
+
+    Kernel inputs: ``data [N, C, H, W]`` and ``weight_packed [C/cb, K, K, cb]``.
+    """
+    _check_block(C, cb, f"{name}: channel")
+    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    data = te.placeholder((N, C, H, W), dtype, "data")
+    wp = te.placeholder((C // cb, K, K, cb), dtype, "weight_packed")
+    dp = _pack_data(data, pad, cb)
+    kh, kw = te.reduce_axis(K, "kh"), te.reduce_axis(K, "kw")
+    conv = te.compute((N, C // cb, OH, OW, cb), lambda n, cc, y, x, b: te.sum(
+        dp[n, cc, y * stride + kh, x * stride + kw, b] * wp[cc, kh, kw, b], axis=[kh, kw]), "conv")
+    out = _unpack(conv, C, cb, name)
+    ref = depthwise_conv2d_nchw(N, C, H, W, K, stride=stride, pad=pad, dtype=dtype).reference
+
+    def prepare(x, w):
+        return [x, w.reshape(C // cb, cb, K, K).transpose(0, 2, 3, 1)]
+
+    return Operator(name, (data, wp), out, 2 * N * C * OH * OW * K * K, ref, _naive, prepare,
+                    ((N, C, H, W), (C, 1, K, K)))
+
+
+__all__ = ["conv2d_nchwc", "conv2d_spatial_pack", "depthwise_conv2d_nchwc", "np"]
