@@ -89,7 +89,19 @@ class Task:
         return self.template(cfg, *self.args)
 
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Random canonical inputs (as ``reference`` takes them; the same for every config)."""
         return self.operator.random_inputs(seed)
+
+    def reference(self, canonical: list[np.ndarray]) -> np.ndarray:
+        return self.operator.reference(*canonical)
+
+    def kernel_inputs(self, config: ConfigEntity | int, canonical: list[np.ndarray]) -> list[np.ndarray]:
+        """The arrays one config's kernel takes: canonical inputs with weights packed for that config.
+
+        This runs outside any timed region (weight packing is done once in a deployed model).
+        """
+        _, op = self.instantiate(config)
+        return op.prepare(*canonical)
 
     def __str__(self) -> str:
         return f"{self.template.name}{tuple(self.args)}"
