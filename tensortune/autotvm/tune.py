@@ -1,0 +1,174 @@
+"""The tuning loop: propose a batch, measure it, log it, learn from it, until the budget is spent.
+
+Measurement is an injected callable (tests pass a fake); by default a ``Measurer`` is opened on the
+first batch and closed at the end. Each batch is appended to the log right after it is measured, so
+a run stopped at any moment (Ctrl-C, SIGKILL) can be resumed with the same call: the records of the
+log count toward ``n_trial`` and are never measured again.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..errors import TensortuneError
+from .measure.result import ErrorKind, MeasureInput, MeasureResult
+from .progress import progress_display
+from .record import Record, append_records, load_records, task_records
+from .space import ConfigEntity
+from .task import Task
+from .tuner import GATuner, GridTuner, RandomTuner, Tuner
+
+MeasureFn = Callable[[list[MeasureInput]], list[MeasureResult]]
+Callback = Callable[[Tuner, list[MeasureInput], list[MeasureResult]], None]
+
+TUNERS: dict[str, type[Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner}
+
+
+class TuneError(TensortuneError, ValueError):
+    """``tune`` was called with arguments it cannot use."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured config of a tuning run (``resumed``: read from the log, not measured now)."""
+
+    config_index: int
+    gflops: float  # 0 for a failure
+    error_kind: ErrorKind
+    resumed: bool = False
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found. ``history`` holds resumed trials first, then this run's, in order."""
+
+    task: Task
+    best_index: int | None
+    best_gflops: float
+    history: list[Trial] = field(default_factory=list)
+    stop_reason: str = ""
+
+    @property
+    def best_config(self) -> ConfigEntity | None:
+        return None if self.best_index is None else self.task.config(self.best_index)
+
+    @property
+    def n_measured(self) -> int:
+        """Trials measured by this run (not resumed from the log)."""
+        return sum(not t.resumed for t in self.history)
+
+
+def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None) -> Tuner:
+    """A tuner by name (``random``, ``grid``, ``ga``), or the given instance (which must be for ``task``)."""
+    if isinstance(tuner, Tuner):
+        if tuner.task.workload_key != task.workload_key:
+            raise TuneError(f"the tuner was made for {tuner.task} but tune() was called for {task}")
+        return tuner
+    if tuner not in TUNERS:
+        raise TuneError(f"unknown tuner {tuner!r}; use one of {', '.join(TUNERS)} or a Tuner instance")
+    return TUNERS[tuner](task, seed=seed)
+
+
+def _gflops(task: Task, res: MeasureResult) -> float:
+    return task.flops / res.mean_cost / 1e9 if res.ok and 0 < res.mean_cost < math.inf else 0.0
+
+
+def _resumed(log_file: str | os.PathLike | None, task: Task) -> list[Record]:
+    """The log's records for ``task``, first one per config (a config measured twice counts once)."""
+    if log_file is None or not os.path.exists(log_file):
+        return []
+    first: dict[int, Record] = {}
+    for r in task_records(load_records(log_file), task):
+        first.setdefault(r.config_index, r)
+    return list(first.values())
+
+
+def tune(task: Task, n_trial: int, tuner: str | Tuner = "random", batch_size: int = 16,
+         measure: MeasureFn | None = None, log_file: str | os.PathLike | None = None,
+         early_stopping: int | None = None, callbacks: Sequence[Callback] = (), progress: bool = True,
+         seed: int | None = None) -> TuneResult:
+    """Tune ``task`` until ``n_trial`` configs are measured in total (the log's included).
+
+    Stops early when the space is exhausted, or when ``early_stopping`` trials of this run bring no
+    improvement. Failed candidates are recorded with their error kind and tuning goes on. On Ctrl-C the
+    progress display is closed and ``KeyboardInterrupt`` re-raised; every finished batch is in the log.
+    """
+    if n_trial < 0:
+        raise TuneError(f"n_trial must be >= 0, got {n_trial}")
+    if batch_size < 1:
+        raise TuneError(f"batch_size must be >= 1, got {batch_size}")
+    if early_stopping is not None and early_stopping < 1:
+        raise TuneError(f"early_stopping must be a number of trials >= 1 or None, got {early_stopping}")
+    the_tuner = make_tuner(tuner, task, seed)
+    resumed = _resumed(log_file, task)
+    the_tuner.load_history(resumed)
+
+    result = TuneResult(task, None, 0.0)
+    for r in resumed:
+        result.history.append(Trial(r.config_index, _gflops(task, r.result()), r.error_kind, resumed=True))
+    for t in result.history:
+        if t.gflops > result.best_gflops:
+            result.best_index, result.best_gflops = t.config_index, t.gflops
+    done = len(resumed)
+    last_improvement = done  # early stopping counts only this run's trials
+
+    with contextlib.ExitStack() as stack:
+        display = stack.enter_context(progress_display(str(task), n_trial, min(done, n_trial), progress))
+        if done:
+            display.update(done, 0.0, result.best_gflops)
+        try:
+            while True:
+                if done >= n_trial:
+                    result.stop_reason = f"reached {n_trial} trials"
+                    break
+                if not the_tuner.has_next():
+                    result.stop_reason = "the config space is exhausted"
+                    break
+                indices = the_tuner.next_batch(min(batch_size, n_trial - done))
+                if not indices:
+                    result.stop_reason = "the config space is exhausted"
+                    break
+                inputs = [MeasureInput(task, i) for i in indices]
+                if measure is None:
+                    measure = _open_measurer(stack)
+                results = list(measure(inputs))
+                if len(results) != len(inputs):
+                    raise TuneError(f"the measure function returned {len(results)} results for "
+                                    f"{len(inputs)} inputs; it must return one result per input")
+                if log_file is not None:
+                    append_records(log_file, zip(inputs, results))
+                the_tuner.update(inputs, results)
+                batch_best = 0.0
+                for inp, res in zip(inputs, results):
+                    done += 1
+                    g = _gflops(task, res)
+                    batch_best = max(batch_best, g)
+                    result.history.append(Trial(inp.config_index, g, res.error_kind))
+                    if g > result.best_gflops:
+                        result.best_index, result.best_gflops = inp.config_index, g
+                        last_improvement = done
+                display.update(done, batch_best, result.best_gflops)
+                for cb in callbacks:
+                    cb(the_tuner, inputs, results)
+                if early_stopping is not None and done - last_improvement >= early_stopping:
+                    result.stop_reason = f"no improvement in the last {done - last_improvement} trials"
+                    break
+        except KeyboardInterrupt:
+            where = f"; the measured trials are in {log_file}" if log_file is not None else ""
+            display.close(f"interrupted after {done} trials{where}")
+            raise
+        display.close(f"{task}: {result.stop_reason}; best {result.best_gflops:.2f} GFLOP/s"
+                      + (f" (config {result.best_index})" if result.best_index is not None else ""))
+    return result
+
+
+def _open_measurer(stack: contextlib.ExitStack) -> MeasureFn:
+    """The default measurement: a ``Measurer`` with default options, closed when tuning ends."""
+    from .measure.measure import MeasureOptions, Measurer
+
+    measurer = Measurer(MeasureOptions())
+    stack.enter_context(measurer)
+    return measurer.measure

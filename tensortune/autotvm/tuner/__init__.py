@@ -1,0 +1,6 @@
+"""Tuners: propose configs to measure (``next_batch``) and learn from the results (``update``)."""
+from .ga import GATuner
+from .index_based import GridTuner, RandomTuner
+from .tuner import Tuner
+
+__all__ = ["GATuner", "GridTuner", "RandomTuner", "Tuner"]
