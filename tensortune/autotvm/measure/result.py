@@ -5,6 +5,8 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ...runtime import ArgSpec
+
 
 class ErrorKind(Enum):
     """Why a candidate has no valid timing (``NONE`` when it has one)."""
@@ -36,6 +38,14 @@ class BuildResult:
     error_msg: str
     build_seconds: float
     source: str = field(default="", repr=False)
+    # How to call the kernel in ``lib_path`` (set when the build succeeded).
+    entry: str = ""
+    args: tuple[ArgSpec, ...] = ()
+    workspaces: tuple[ArgSpec, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is ErrorKind.NONE
 
 
 @dataclass(frozen=True)

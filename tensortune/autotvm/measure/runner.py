@@ -1,0 +1,227 @@
+"""Run built candidates one at a time in a guarded worker process, so a crash or hang costs one candidate.
+
+The worker is a persistent child process (``spawn``: it never inherits OpenMP threads) that talks
+over a pipe. If a kernel kills it (segfault, abort) or overruns the timeout, the parent records the
+failure, starts a fresh worker and goes on with the next candidate.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...errors import TensortuneError
+from ...runtime import Module
+from ...runtime.timer import timer_functions
+from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
+
+FLUSH_BYTES = 64 << 20  # larger than the last-level cache of common CPUs
+START_TIMEOUT = 60.0  # seconds for a fresh worker to import tensortune and report ready
+PREPARE_TIMEOUT = 120.0  # seconds to make a task's inputs and numpy reference (not part of RunOptions.timeout)
+RTOL = ATOL = 1e-3
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How each candidate is timed: ``repeat`` measurements of ``number`` calls (see ``Module.time_evaluator``).
+
+    ``timeout`` bounds one candidate (loading, checking and timing). ``flush_cache`` overwrites a
+    buffer larger than the last-level cache before each repeat (``min_repeat_ms`` is then ignored).
+    ``cooldown_s`` sleeps between candidates.
+    """
+
+    number: int = 4
+    repeat: int = 3
+    min_repeat_ms: float = 0.0
+    timeout: float = 10.0
+    check_correctness: bool = True
+    flush_cache: bool = False
+    num_threads: int | None = None
+    cooldown_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.number < 1 or self.repeat < 1 or self.min_repeat_ms < 0 or self.timeout <= 0 or self.cooldown_s < 0:
+            raise ValueError(f"RunOptions needs number, repeat >= 1, timeout > 0, min_repeat_ms, cooldown_s >= 0; "
+                             f"got {self}")
+
+
+class LocalRunner:
+    """Times built candidates in a child process on this machine (``close()`` stops the child)."""
+
+    def __init__(self, options: RunOptions | None = None):
+        self.options = options or RunOptions()
+        self._ctx = multiprocessing.get_context("spawn")
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
+
+    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
+        """One ``MeasureResult`` per input; a failed build is passed through with its error."""
+        if len(inputs) != len(builds):
+            raise ValueError(f"run() got {len(inputs)} inputs but {len(builds)} build results")
+        results = []
+        ran_one = False
+        for inp, build in zip(inputs, builds):
+            if not build.ok:
+                results.append(MeasureResult((), build.error_kind, build.error_msg, build.build_seconds))
+                continue
+            if ran_one and self.options.cooldown_s > 0:
+                time.sleep(self.options.cooldown_s)
+            start = time.perf_counter()
+            costs, kind, msg = self._run_one(inp, build)
+            results.append(MeasureResult(costs, kind, msg, build.build_seconds + time.perf_counter() - start))
+            ran_one = True
+        return results
+
+    def close(self) -> None:
+        """Ask the worker to exit, and kill it if it does not."""
+        if self._process is None:
+            return
+        try:
+            self._conn.send(None)
+        except OSError:
+            pass  # already dead
+        self._process.join(timeout=2.0)
+        self._kill_worker()
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _run_one(self, inp: MeasureInput, build: BuildResult) -> tuple[tuple[float, ...], ErrorKind, str]:
+        conn = self._ensure_worker()
+        conn.send((inp, build, self.options))
+        # The worker says "started" once the task's inputs and reference are ready; the timeout starts then.
+        reply = self._receive(conn, PREPARE_TIMEOUT, "preparing inputs")
+        if reply == "started":
+            reply = self._receive(conn, self.options.timeout, "loading, checking and timing the kernel")
+        return reply
+
+    def _receive(self, conn: Connection, seconds: float, phase: str) -> Any:
+        """The worker's next message, or a failure result if it dies or is silent for ``seconds``."""
+        if not conn.poll(seconds):
+            self._kill_worker()
+            return (), ErrorKind.RUN_TIMEOUT, f"{phase} took longer than {seconds} s; worker killed"
+        try:
+            return conn.recv()
+        except (EOFError, OSError):
+            return (), ErrorKind.RUNTIME_CRASH, self._death_message()
+
+    def _ensure_worker(self) -> Connection:
+        if self._process is not None and self._process.is_alive():
+            return self._conn
+        self._kill_worker()
+        parent, child = self._ctx.Pipe()
+        self._process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name="tensortune-runner")
+        self._process.start()
+        child.close()  # so the parent sees EOF when the worker dies
+        self._conn = parent
+        try:
+            ready = parent.poll(START_TIMEOUT) and parent.recv() == "ready"
+        except EOFError:
+            ready = False
+        if not ready:
+            self._kill_worker()
+            raise RuntimeError(f"the measurement worker did not start within {START_TIMEOUT} s; "
+                               "run the same Python outside the tuner to see the import error")
+        return parent
+
+    def _death_message(self) -> str:
+        self._process.join(timeout=5.0)
+        code = self._process.exitcode
+        self._kill_worker()
+        if code is not None and code < 0 and -code in signal.valid_signals():
+            return f"worker died with signal {signal.Signals(-code).name} (exit code {code})"
+        return f"worker died with exit code {code}"
+
+    def _kill_worker(self) -> None:
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join()
+            self._process.close()
+        if self._conn is not None:
+            self._conn.close()
+        self._process = self._conn = None
+
+
+# ------------------------------------------------------------------------------ in the worker process
+
+@dataclass
+class _TaskData:
+    """Per-task arrays, made once per worker: canonical inputs, the output buffer and the numpy reference."""
+
+    canonical: list[np.ndarray]
+    output: np.ndarray
+    expected: np.ndarray
+
+
+def _worker_main(conn: Connection) -> None:
+    """Serve ``(input, build, options)`` requests until ``None``; reply ``(costs, error_kind, message)``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then closes us
+    timer_functions()  # build (or load) the native timer before the first timed candidate
+    cache: dict[Any, _TaskData] = {}
+    conn.send("ready")
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        if request is None:
+            return
+        inp, build, options = request
+        try:
+            reply = _measure(inp, build, options, cache, conn)
+        except TensortuneError as e:
+            reply = ((), ErrorKind.RUNTIME_CRASH, f"{type(e).__name__}: {e}")
+        except Exception:
+            reply = ((), ErrorKind.UNKNOWN, traceback.format_exc(limit=-3))
+        conn.send(reply)
+
+
+def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: dict[Any, _TaskData],
+             conn: Connection) -> tuple[tuple[float, ...], ErrorKind, str]:
+    """Check and time one candidate; sends "started" on ``conn`` once the untimed preparation is done."""
+    task = inp.task
+    data = cache.get(task)
+    if data is None:
+        canonical = task.make_inputs(seed=0)
+        data = cache[task] = _TaskData(canonical, task.operator.empty_output(), np.asarray(task.reference(canonical)))
+    inputs = task.kernel_inputs(inp.config_index, data.canonical)  # weights packed for this config
+    conn.send("started")
+    module = Module(build.lib_path, build.entry, build.args, build.workspaces, num_threads=options.num_threads)
+    # Poison the output so an element the kernel forgets to write fails the check.
+    data.output.fill(np.nan if data.output.dtype.kind == "f" else 123)
+    module(*inputs, data.output)  # also the warm-up call
+    if options.check_correctness:
+        scale = max(1.0, float(np.max(np.abs(data.expected), initial=0.0)))
+        if not np.allclose(data.output, data.expected, rtol=RTOL, atol=ATOL * scale):
+            worst = float(np.max(np.abs(data.output.astype(np.float64) - data.expected)))  # nan if any is nan
+            return (), ErrorKind.WRONG_ANSWER, (f"output differs from the numpy reference: max abs error {worst:.3g} "
+                                                f"(allowed {ATOL * scale:.3g} + {RTOL} * |expected|)")
+    return _time(module, (*inputs, data.output), options), ErrorKind.NONE, ""
+
+
+def _time(module: Module, arrays: tuple[np.ndarray, ...], options: RunOptions) -> tuple[float, ...]:
+    if not options.flush_cache:
+        evaluate = module.time_evaluator(options.number, options.repeat, options.min_repeat_ms, options.num_threads)
+        return evaluate(*arrays).results
+    # time_evaluator warms the caches before it measures, which would undo a flush; so time the calls here.
+    # Each call adds the ctypes overhead (microseconds), fine for the large kernels a flush is meant for.
+    flush = np.ones(FLUSH_BYTES // 8)
+    costs = []
+    for _ in range(options.repeat):
+        flush += 1.0
+        start = time.perf_counter()
+        for _ in range(options.number):
+            module(*arrays)
+        costs.append((time.perf_counter() - start) / options.number)
+    return tuple(costs)

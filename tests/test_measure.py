@@ -1,0 +1,141 @@
+"""Measurement: parallel builds, guarded runs, and every failure recorded as a classified result."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+
+import pytest
+
+from measure_templates import MODES, faulty_template
+from tensortune.autotvm.measure import (BuildOptions, BuildResult, ErrorKind, LocalBuilder, LocalRunner,
+                                        MeasureInput, MeasureOptions, Measurer, RunOptions)
+from tensortune.autotvm.task import Task
+from tensortune.autotvm.templates.matmul import matmul_template
+from tensortune.runtime import ISA, ArgSpec, Target, compile_shared
+
+HOST = Target.host()
+MATMUL = Task(matmul_template, (64, 64, 64), HOST)
+FAULTY = Task(faulty_template, (16,), HOST)
+FAST_RUN = RunOptions(number=2, repeat=2, timeout=5.0)
+
+
+def faulty(mode: str) -> MeasureInput:
+    return MeasureInput(FAULTY, MODES[mode])
+
+
+def good() -> MeasureInput:
+    return faulty("ok")
+
+
+def build_good() -> BuildResult:
+    with LocalBuilder(BuildOptions(n_parallel=1)) as builder:
+        return builder.build([good()])[0]
+
+
+def kinds(results) -> list[ErrorKind]:
+    return [r.error_kind for r in results]
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with Measurer(MeasureOptions(BuildOptions(n_parallel=2), FAST_RUN)) as m:
+        yield m
+
+
+def test_random_matmul_configs_measure_ok(measurer):
+    indices = MATMUL.space.sample(4, random.Random(0))
+    before = dataclasses.replace(measurer.stats)
+    results = measurer([MeasureInput(MATMUL, i) for i in indices])
+    assert kinds(results) == [ErrorKind.NONE] * 4, [r.error_msg for r in results]
+    for r in results:
+        assert len(r.costs) == FAST_RUN.repeat and all(c > 0 for c in r.costs)
+        assert 0 < r.mean_cost < r.all_cost
+    assert measurer.stats.n_measured == before.n_measured + 4
+    assert measurer.stats.build_s > before.build_s and measurer.stats.run_s > before.run_s
+
+
+def test_build_failures_are_classified_and_the_batch_goes_on(measurer):
+    # A target of the other architecture: lowering and codegen work, the C compiler rejects the flags.
+    foreign = (Target(ISA.AVX2, 2, "x86_64") if HOST.arch == "aarch64" else Target(ISA.NEON, 2, "aarch64"))
+    cross = MeasureInput(Task(faulty_template, (16,), foreign), MODES["ok"])
+    results = measurer([faulty("invalid"), good(), cross, good()])
+    assert kinds(results) == [ErrorKind.INVALID_CONFIG, ErrorKind.NONE, ErrorKind.COMPILE_ERROR, ErrorKind.NONE]
+    assert "ScheduleError" in results[0].error_msg and "split factor" in results[0].error_msg
+    assert results[2].error_msg.startswith("C compilation failed:\n") and "error" in results[2].error_msg
+    assert results[0].costs == () and results[0].mean_cost == float("inf")
+
+
+def test_wrong_answer_is_caught_unless_checking_is_off(measurer):
+    results = measurer([faulty("wrong_kernel"), good()])
+    assert kinds(results) == [ErrorKind.WRONG_ANSWER, ErrorKind.NONE]
+    assert "max abs error" in results[0].error_msg
+    with Measurer(MeasureOptions(BuildOptions(n_parallel=1), dataclasses.replace(FAST_RUN, check_correctness=False))) as m:
+        assert kinds(m([faulty("wrong_kernel")])) == [ErrorKind.NONE]
+
+
+def test_build_timeout_replaces_the_stuck_pool():
+    with LocalBuilder(BuildOptions(n_parallel=2, timeout=1.5)) as builder:
+        start = time.perf_counter()
+        builds = builder.build([faulty("slow"), good(), good()])
+        assert time.perf_counter() - start < 20  # the sleeping template (60 s) was killed
+        assert kinds(builds) == [ErrorKind.BUILD_TIMEOUT, ErrorKind.NONE, ErrorKind.NONE]
+        assert kinds(builder.build([good()])) == [ErrorKind.NONE]  # the new pool works
+
+
+def test_a_dead_build_worker_is_replaced():
+    with LocalBuilder(BuildOptions(n_parallel=1)) as builder:
+        builds = builder.build([faulty("crash"), good()])
+    assert kinds(builds) == [ErrorKind.UNKNOWN, ErrorKind.NONE]
+    assert "build worker died" in builds[0].error_msg
+
+
+# ------------------------------------------------------------------ kernels that misbehave when run
+
+def c_kernel(body: str) -> BuildResult:
+    """A hand-written kernel for FAULTY's arrays, with the calling convention of generated ones."""
+    source = f"#include <stdint.h>\nint32_t bad(void** args, int32_t num_threads) {{ {body} }}\n"
+    n = FAULTY.args[0]
+    specs = (ArgSpec("A", (n, n), "float32"), ArgSpec("B", (n, n), "float32"), ArgSpec("C", (n, n), "float32", True))
+    return BuildResult(str(compile_shared(source, HOST)), ErrorKind.NONE, "", 0.0, source, "bad", specs)
+
+
+SEGFAULT = "volatile int* p = 0; *p = 1; return 0;"
+HANG = "volatile int spin = 1; while (spin) {} return 0;"
+ERROR_CODE = "return 7;"
+
+
+def test_runner_survives_crash_hang_and_error_codes():
+    ok_build = build_good()
+    bad = [c_kernel(SEGFAULT), c_kernel(HANG), c_kernel(ERROR_CODE)]
+    missing = BuildResult("/nonexistent/lib.so", ErrorKind.NONE, "", 0.0, "", "bad", bad[0].args)
+    failed_build = BuildResult(None, ErrorKind.COMPILE_ERROR, "boom", 0.25)
+    builds = [b for x in (*bad, missing, failed_build) for b in (x, ok_build)]
+    with LocalRunner(dataclasses.replace(FAST_RUN, timeout=2.0)) as runner:
+        start = time.perf_counter()
+        results = runner.run([good()] * len(builds), builds)
+        assert time.perf_counter() - start < 30
+    assert kinds(results) == [
+        ErrorKind.RUNTIME_CRASH, ErrorKind.NONE,  # segfault: the worker died and was restarted
+        ErrorKind.RUN_TIMEOUT, ErrorKind.NONE,  # hang: the worker was killed and restarted
+        ErrorKind.RUNTIME_CRASH, ErrorKind.NONE,  # nonzero return code
+        ErrorKind.RUNTIME_CRASH, ErrorKind.NONE,  # library cannot be loaded
+        ErrorKind.COMPILE_ERROR, ErrorKind.NONE,  # build failure passed through
+    ]
+    assert "SIGSEGV" in results[0].error_msg
+    assert "error code 7" in results[4].error_msg
+    assert results[8].error_msg == "boom" and results[8].all_cost == 0.25
+    assert all(r.costs and min(r.costs) > 0 for r in results[1::2])
+
+
+def test_flush_cache_times_each_repeat():
+    build = build_good()
+    options = dataclasses.replace(FAST_RUN, flush_cache=True, repeat=3, num_threads=1, cooldown_s=0.01)
+    with LocalRunner(options) as runner:
+        (result,) = runner.run([good()], [build])
+    assert result.ok and len(result.costs) == 3 and min(result.costs) > 0
+
+
+def test_mismatched_lengths_are_a_programming_error():
+    with pytest.raises(ValueError, match="2 inputs but 1 build"):
+        LocalRunner().run([good(), good()], [BuildResult(None, ErrorKind.UNKNOWN, "", 0.0)])
