@@ -156,6 +156,8 @@ class _CGen:
         name = self.buf(b)
         ct = b.dtype.c_type
         nbytes = b.size * b.dtype.bytes
+        self.line("{")  # a scope of its own: unrolled copies of an allocation must not clash
+        self.depth += 1
         if nbytes <= STACK_LIMIT_BYTES:
             self.line(f"{ct} {name}[{b.size}] __attribute__((aligned(64)));")
             self.stmt(s.body)
@@ -165,6 +167,8 @@ class _CGen:
             self.line(f"if (!{name}) abort();")
             self.stmt(s.body)
             self.line(f"free({name});")
+        self.depth -= 1
+        self.line("}")
 
     def loop(self, s: For) -> None:
         v = self.var(s.var)
@@ -172,7 +176,8 @@ class _CGen:
         if s.kind is ForKind.VECTORIZED:
             if self.vector_loop(s):
                 return
-            self.line("#pragma omp simd")
+            if _vector_body_ok(s.body, None):  # straight-line body: let the compiler vectorize it
+                self.line("#pragma omp simd")
         elif s.kind is ForKind.PARALLEL:
             self.line("#pragma omp parallel for num_threads(tt_num_threads) schedule(static)")
         elif s.kind is ForKind.UNROLLED:
@@ -399,13 +404,14 @@ def _stores(s: Stmt) -> list[Store]:
     return [n for n in walk(s) if isinstance(n, Store)]
 
 
-def _vector_body_ok(s: Stmt, v: Var) -> bool:
+def _vector_body_ok(s: Stmt, v: Var | None) -> bool:
+    """Straight-line stores (and conditions not depending on ``v``): what explicit SIMD handles."""
     if isinstance(s, Seq):
         return all(_vector_body_ok(x, v) for x in s.stmts)
     if isinstance(s, Store):
         return True
     if isinstance(s, IfThenElse):
-        return v not in free_vars(s.cond) and _vector_body_ok(s.then, v) and \
+        return (v is None or v not in free_vars(s.cond)) and _vector_body_ok(s.then, v) and \
             (s.otherwise is None or _vector_body_ok(s.otherwise, v))
     return False
 

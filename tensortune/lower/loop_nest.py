@@ -131,11 +131,12 @@ class _Builder:
         for n, st in self.stages.items():
             if st.is_placeholder or st.attach != ROOT:
                 continue
-            stmts.append(self._stage_nest(st, None, {}, False))
+            stmts.append(self._stage_nest(st, None, {}, False, False))
         args = tuple(self.buffers[n] for n in self.arg_names)
         return PrimFunc(self.name, args, self.workspaces, seq(*stmts))
 
-    def _stage_nest(self, st: StageState, reg: _Region | None, outer: Ranges, in_parallel: bool) -> Stmt:
+    def _stage_nest(self, st: StageState, reg: _Region | None, outer: Ranges, in_parallel: bool,
+                    in_vector: bool) -> Stmt:
         full = reg is None
         if full:
             reg = _Region(tuple(Const(0) for _ in st.shape), st.shape)
@@ -207,14 +208,18 @@ class _Builder:
             update = Store(buf, index, self._loads(substitute(body_expr, root_val), ranges))
             init = None
 
-        parallel_here = in_parallel
+        parallel_here, vector_here = in_parallel, in_vector
         loops: list[tuple[str, ForKind]] = []
         for a in st.leaves:
             kind = _FOR_KIND[st.annotations.get(a, Annotation.SERIAL)]
             if kind is ForKind.PARALLEL:
                 if parallel_here:
                     raise ScheduleError(st.name, a, "parallel loop nested inside another parallel loop")
+                if vector_here:
+                    raise ScheduleError(st.name, a, "parallel loop nested inside a vectorized loop; vectorize an "
+                                                    "inner loop and parallelize an outer one")
                 parallel_here = True
+            vector_here = vector_here or kind is ForKind.VECTORIZED
             loops.append((a, kind))
 
         def nest(stmt: Stmt, lo: int, hi: int, only_spatial: bool, with_children: bool) -> Stmt:
@@ -227,7 +232,7 @@ class _Builder:
                     stmt = IfThenElse(_and(conds), stmt)
                 if with_children and a in children:
                     stmt = self._attach_children(children[a], stmt, st, loops, i, ext, leaf_vars, outer,
-                                                 in_parallel)
+                                                 in_parallel, in_vector)
                 stmt = For(leaf_vars[a], ext[a], kind, stmt)
             return stmt
 
@@ -239,11 +244,12 @@ class _Builder:
             out = IfThenElse(_and(placed[-1]), out)
         return out
 
-    def _attach_children(self, kids, stmt, st, loops, pos, ext, leaf_vars, outer, in_parallel) -> Stmt:
+    def _attach_children(self, kids, stmt, st, loops, pos, ext, leaf_vars, outer, in_parallel, in_vector) -> Stmt:
         ranges = {**outer, **{leaf_vars[a]: (0, ext[a] - 1) for a in st.leaves[:pos + 1]}}
         par = in_parallel or any(k is ForKind.PARALLEL for _, k in loops[:pos + 1])
+        vec = in_vector or any(k is ForKind.VECTORIZED for _, k in loops[:pos + 1])
         for kid in reversed(kids):
-            kid_nest = self._stage_nest(kid, self.regions[kid.name], ranges, par)
+            kid_nest = self._stage_nest(kid, self.regions[kid.name], ranges, par, vec)
             stmt = Allocate(self.buffers[kid.name], seq(kid_nest, stmt))
         return stmt
 
