@@ -4,12 +4,19 @@ from __future__ import annotations
 from typing import Sequence
 
 from .codegen import codegen_c
-from .ir import Store
+from .ir import PrimFunc, Store
 from .te.expr import walk
 from .lower import lower
 from .runtime import ArgSpec, Module, Target, compile_shared
 from .schedule import Schedule
 from .te import Tensor
+
+
+def arg_specs(func: PrimFunc) -> tuple[tuple[ArgSpec, ...], tuple[ArgSpec, ...]]:
+    """The runtime's view of a kernel's arguments (outputs marked) and of its workspaces."""
+    written = {n.buffer.name for n in walk(func.body) if isinstance(n, Store)}
+    args = tuple(ArgSpec(b.name, b.shape, b.dtype, b.name in written) for b in func.args)
+    return args, tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.workspaces)
 
 
 def build(sch: Schedule, args: Sequence[Tensor] | None = None, target: Target | str | None = None,
@@ -23,9 +30,7 @@ def build(sch: Schedule, args: Sequence[Tensor] | None = None, target: Target | 
     func = lower(sch, args, name)
     source = codegen_c(func, tgt)
     path = compile_shared(source, tgt)
-    written = {n.buffer.name for n in walk(func.body) if isinstance(n, Store)}
-    specs = tuple(ArgSpec(b.name, b.shape, b.dtype, b.name in written) for b in func.args)
-    work = tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.workspaces)
+    specs, work = arg_specs(func)
     module = Module(path, func.name, specs, work, source=source, num_threads=num_threads)
     module.ir = func
     return module

@@ -11,10 +11,9 @@ from typing import Sequence
 from ...codegen import codegen_c
 from ...env import usable_cores
 from ...errors import CompileError
-from ...ir import Store
 from ...lower import lower
-from ...runtime import ArgSpec, compile_shared
-from ...te.expr import walk
+from ...build import arg_specs
+from ...runtime import compile_shared
 from .result import BuildResult, ErrorKind, MeasureInput
 
 ERROR_LINES = 20  # lines of compiler output kept in a COMPILE_ERROR message
@@ -125,9 +124,7 @@ def _build_one(inp: MeasureInput, timeout: float) -> BuildResult:
         return fail(ErrorKind.COMPILE_ERROR, f"C compilation failed:\n{head}", source)
     except Exception as e:  # lowering or codegen rejected the schedule, or an internal error there
         return fail(ErrorKind.COMPILE_ERROR, _describe(e), source)
-    written = {n.buffer.name for n in walk(func.body) if isinstance(n, Store)}
-    args = tuple(ArgSpec(b.name, b.shape, b.dtype, b.name in written) for b in func.args)
-    work = tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.workspaces)
+    args, work = arg_specs(func)
     return BuildResult(str(path), ErrorKind.NONE, "", time.perf_counter() - start, source, func.name, args, work)
 
 
