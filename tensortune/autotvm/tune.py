@@ -19,12 +19,15 @@ from .progress import progress_display
 from .record import Record, append_records, load_records, task_records
 from .space import ConfigEntity
 from .task import Task
-from .tuner import GATuner, GridTuner, RandomTuner, Tuner
+from .tuner import GATuner, GridTuner, RandomTuner, Tuner, XGBRegTuner, XGBTuner
 
 MeasureFn = Callable[[list[MeasureInput]], list[MeasureResult]]
 Callback = Callable[[Tuner, list[MeasureInput], list[MeasureResult]], None]
 
-TUNERS: dict[str, type[Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner}
+TUNERS: dict[str, type[Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner, "xgb": XGBTuner,
+                                   "xgb-reg": XGBRegTuner}
+#: tuners that learn from other workloads' records (``history=``)
+TRANSFER_TUNERS = (XGBTuner,)
 
 
 class TuneError(TensortuneError, ValueError):
@@ -61,15 +64,22 @@ class TuneResult:
         return sum(not t.resumed for t in self.history)
 
 
-def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None) -> Tuner:
-    """A tuner by name (``random``, ``grid``, ``ga``), or the given instance (which must be for ``task``)."""
+def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None,
+               history: Sequence[Record] | None = None) -> Tuner:
+    """A tuner by name (``random``, ``grid``, ``ga``, ``xgb``, ``xgb-reg``), or the given instance
+    (which must be for ``task``). ``history`` (records of other workloads) goes to model-based tuners."""
     if isinstance(tuner, Tuner):
         if tuner.task.workload_key != task.workload_key:
             raise TuneError(f"the tuner was made for {tuner.task} but tune() was called for {task}")
         return tuner
     if tuner not in TUNERS:
         raise TuneError(f"unknown tuner {tuner!r}; use one of {', '.join(TUNERS)} or a Tuner instance")
-    return TUNERS[tuner](task, seed=seed)
+    cls = TUNERS[tuner]
+    if history is not None:
+        if not issubclass(cls, TRANSFER_TUNERS):
+            raise TuneError(f"tuner '{tuner}' cannot learn from history; use xgb or xgb-reg")
+        return cls(task, seed=seed, history=history)
+    return cls(task, seed=seed)
 
 
 def _gflops(task: Task, res: MeasureResult) -> float:
@@ -89,12 +99,13 @@ def _resumed(log_file: str | os.PathLike | None, task: Task) -> list[Record]:
 def tune(task: Task, n_trial: int, tuner: str | Tuner = "random", batch_size: int = 16,
          measure: MeasureFn | None = None, log_file: str | os.PathLike | None = None,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (), progress: bool = True,
-         seed: int | None = None) -> TuneResult:
+         seed: int | None = None, history: str | os.PathLike | Sequence[Record] | None = None) -> TuneResult:
     """Tune ``task`` until ``n_trial`` configs are measured in total (the log's included).
 
     Stops early when the space is exhausted, or when ``early_stopping`` trials of this run bring no
     improvement. Failed candidates are recorded with their error kind and tuning goes on. On Ctrl-C the
     progress display is closed and ``KeyboardInterrupt`` re-raised; every finished batch is in the log.
+    ``history``: a log (or records) of other workloads that a model-based tuner transfers from.
     """
     if n_trial < 0:
         raise TuneError(f"n_trial must be >= 0, got {n_trial}")
@@ -102,7 +113,9 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "random", batch_size: in
         raise TuneError(f"batch_size must be >= 1, got {batch_size}")
     if early_stopping is not None and early_stopping < 1:
         raise TuneError(f"early_stopping must be a number of trials >= 1 or None, got {early_stopping}")
-    the_tuner = make_tuner(tuner, task, seed)
+    if history is not None and not isinstance(history, (list, tuple)):
+        history = load_records(history)
+    the_tuner = make_tuner(tuner, task, seed, history)
     resumed = _resumed(log_file, task)
     the_tuner.load_history(resumed)
 

@@ -2,5 +2,6 @@
 from .ga import GATuner
 from .index_based import GridTuner, RandomTuner
 from .tuner import Tuner
+from .xgb import XGBRegTuner, XGBTuner
 
-__all__ = ["GATuner", "GridTuner", "RandomTuner", "Tuner"]
+__all__ = ["GATuner", "GridTuner", "RandomTuner", "Tuner", "XGBRegTuner", "XGBTuner"]

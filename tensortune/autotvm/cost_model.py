@@ -1,0 +1,97 @@
+"""Statistical cost models: ``fit(X, y)`` on measured configs, ``predict(X)`` a score to maximise.
+
+``y`` is throughput normalised by the best measured (failures are 0). ``XGBCostModel`` uses
+gradient-boosted trees with a pairwise ranking objective (``loss="rank"``, the paper's choice:
+only the order of candidates matters to the search) or squared error (``loss="reg"``). An
+optional base margin lets a global model trained on other workloads seed the prediction.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class CostModel(Protocol):
+    """What the model-based tuner needs from a cost model."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray, base_margin: np.ndarray | None = None) -> None: ...
+
+    def fit_groups(self, X: np.ndarray, y: np.ndarray, groups: list[int]) -> None:
+        """Fit on several workloads at once; ``groups`` are their sizes (rows are ranked within a group)."""
+        d = self._matrix(X, np.asarray(y, np.float32), None)
+        if self.loss == "rank":
+            d.set_group(groups)
+        self.booster = self._xgb.train(self.params, d, self.num_rounds)
+
+    def predict(self, X: np.ndarray, base_margin: np.ndarray | None = None) -> np.ndarray: ...
+
+
+class XGBCostModel:
+    """XGBoost trees on config features. ``loss``: ``"rank"`` (pairwise) or ``"reg"`` (squared error)."""
+
+    def __init__(self, loss: str = "rank", num_rounds: int = 150, seed: int = 0, nthread: int = 1):
+        if loss not in ("rank", "reg"):
+            raise ValueError(f"loss must be 'rank' or 'reg', got {loss!r}")
+        import xgboost  # imported here so the package imports without it
+
+        self._xgb = xgboost
+        self.loss = loss
+        self.num_rounds = num_rounds
+        self.params = {
+            "max_depth": 4, "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0, "eta": 0.3,
+            "lambda": 1.0, "alpha": 0.0, "seed": seed, "nthread": nthread, "verbosity": 0,
+            "objective": "rank:pairwise" if loss == "rank" else "reg:squarederror",
+        }
+        self.booster = None
+
+    @property
+    def trained(self) -> bool:
+        return self.booster is not None
+
+    def _matrix(self, X: np.ndarray, y: np.ndarray | None, base_margin: np.ndarray | None):
+        d = self._xgb.DMatrix(np.asarray(X, np.float32), label=y)
+        if base_margin is not None:
+            d.set_base_margin(np.asarray(base_margin, np.float32))
+        if y is not None and self.loss == "rank":
+            d.set_group([len(y)])
+        return d
+
+    def fit(self, X: np.ndarray, y: np.ndarray, base_margin: np.ndarray | None = None) -> None:
+        y = np.asarray(y, np.float32)
+        if len(y) < 2 or float(y.max()) <= 0:
+            return  # nothing to learn yet
+        self.booster = self._xgb.train(self.params, self._matrix(X, y, base_margin), self.num_rounds)
+
+    def fit_groups(self, X: np.ndarray, y: np.ndarray, groups: list[int]) -> None:
+        """Fit on several workloads at once; ``groups`` are their sizes (rows are ranked within a group)."""
+        d = self._matrix(X, np.asarray(y, np.float32), None)
+        if self.loss == "rank":
+            d.set_group(groups)
+        self.booster = self._xgb.train(self.params, d, self.num_rounds)
+
+    def predict(self, X: np.ndarray, base_margin: np.ndarray | None = None) -> np.ndarray:
+        if self.booster is None:
+            return np.zeros(len(X), np.float32) if base_margin is None else np.asarray(base_margin, np.float32)
+        return self.booster.predict(self._matrix(X, None, base_margin))
+
+
+# --------------------------------------------------------------------------- quality metrics
+
+def pairwise_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Fraction of pairs with different true values that the prediction orders correctly."""
+    t = np.asarray(y_true, np.float64)
+    p = np.asarray(y_pred, np.float64)
+    dt = np.sign(t[:, None] - t[None, :])
+    dp = np.sign(p[:, None] - p[None, :])
+    mask = dt != 0
+    return float((dt[mask] == dp[mask]).mean()) if mask.any() else 0.5
+
+
+def topk_peak(y_true: np.ndarray, y_pred: np.ndarray, k: int) -> float:
+    """Best true value among the model's top ``k`` divided by the best true value overall."""
+    t = np.asarray(y_true, np.float64)
+    if t.max() <= 0:
+        return 0.0
+    top = np.argsort(-np.asarray(y_pred))[:k]
+    return float(t[top].max() / t.max())

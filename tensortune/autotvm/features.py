@@ -1,0 +1,214 @@
+"""Features of a config, computed from its lowered loop program (before unrolling), for cost models.
+
+Three kinds, concatenated into one fixed-length vector per task:
+
+* **loop context**: for each of the first ``MAX_LOOPS`` loops (pre-order): log extent, nest level,
+  log product of the extents above and below, an annotation one-hot (serial, unrolled,
+  vectorized, parallel, and two slots for GPU block/thread bindings), log counts of float adds,
+  multiplies and other ops executed by its body, and for each of ``MAX_BUFFERS`` buffers
+  (sorted by name) accessed below it: the stride of the loop variable, the log touch count
+  (distinct elements the loop's subtree touches) and the log reuse (accesses / touches);
+* **relation** (structure-invariant, used for transfer across workloads): for each buffer, the
+  reuse ratio interpolated at fixed log touch-count points along its loop nest, innermost out;
+* **knobs**: the config's knob choices, normalised to [0, 1].
+
+All counts are ``log2(1 + x)``. Features depend only on the config, so they are cached by index.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.nodes import Allocate, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from ..lower.arith import linear
+from ..lower.loop_nest import build_loop_nest
+from ..te.expr import Binary, BinOp, Call, Expr, Var, walk
+from .task import Task
+
+MAX_LOOPS = 20
+MAX_BUFFERS = 6
+CURVE_POINTS = 16  # touch counts 2^0 .. 2^30 in steps of 2 (log2 scale)
+_ANNOTATIONS = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED, ForKind.PARALLEL)
+_N_ANN = len(_ANNOTATIONS) + 2  # + GPU block / thread bindings, reserved
+PER_BUFFER = 3
+PER_LOOP = 4 + _N_ANN + 3 + MAX_BUFFERS * PER_BUFFER
+
+
+def _log(x: float) -> float:
+    return math.log2(1.0 + max(0.0, x))
+
+
+@dataclass
+class _Access:
+    buffer: str
+    index: Expr
+    is_store: bool
+
+
+def _ops(e: Expr) -> tuple[int, int, int]:
+    """(float adds/subs, float muls, other ops) in an expression."""
+    add = mul = other = 0
+    for n in walk(e):
+        if isinstance(n, Binary) and n.dtype.is_float:
+            if n.op in (BinOp.ADD, BinOp.SUB):
+                add += 1
+            elif n.op is BinOp.MUL:
+                mul += 1
+            else:
+                other += 1
+        elif isinstance(n, Call):
+            other += 1
+    return add, mul, other
+
+
+class _Loop:
+    __slots__ = ("var", "extent", "kind", "level", "above", "below", "ops", "accesses")
+
+    def __init__(self, var: Var, extent: int, kind: ForKind, level: int, above: int):
+        self.var, self.extent, self.kind, self.level, self.above = var, extent, kind, level, above
+        self.below = 1
+        self.ops = [0.0, 0.0, 0.0]
+        self.accesses: list[tuple[_Access, dict]] = []  # access and the extents of loops between
+
+
+def _collect(func: PrimFunc) -> list[_Loop]:
+    """Loops in pre-order with the accesses and op counts of their bodies."""
+    loops: list[_Loop] = []
+
+    def visit(s: Stmt, stack: list[_Loop]) -> int:
+        """Returns the largest trip-count product below ``s``."""
+        if isinstance(s, Seq):
+            return max((visit(x, stack) for x in s.stmts), default=1)
+        if isinstance(s, (Allocate,)):
+            return visit(s.body, stack)
+        if isinstance(s, IfThenElse):
+            a = visit(s.then, stack)
+            return max(a, visit(s.otherwise, stack)) if s.otherwise is not None else a
+        if isinstance(s, For):
+            above = (stack[-1].above * stack[-1].extent) if stack else 1
+            lp = _Loop(s.var, s.extent, s.kind, len(stack), above)
+            loops.append(lp)
+            below = visit(s.body, stack + [lp])
+            lp.below = below
+            return below * s.extent
+        assert isinstance(s, Store)
+        accesses = [_Access(s.buffer.name, s.index, True)]
+        accesses += [_Access(n.buffer.name, n.index, False) for n in walk(s.value) if isinstance(n, Load)]
+        a, m, o = _ops(s.value)
+        trips = 1
+        for lp in reversed(stack):  # innermost first: ops executed by each loop's body
+            lp.ops[0] += a * trips
+            lp.ops[1] += m * trips
+            lp.ops[2] += o * trips
+            for acc in accesses:
+                lp.accesses.append((acc, {x.var: x.extent for x in stack[stack.index(lp):]}))
+            trips *= lp.extent
+        return 1
+
+    visit(func.body, [])
+    return loops
+
+
+def _touch(index: Expr, extents: dict) -> tuple[int, int]:
+    """(distinct elements touched, accesses) by ``index`` over loops with ``extents``."""
+    terms, _ = linear(index)
+    touched = 1
+    for v, ext in extents.items():
+        if terms.get(v, 0) != 0 or any(v in {n for n in walk(a) if isinstance(n, Var)} for a in terms
+                                       if not isinstance(a, Var)):
+            touched *= ext
+    return touched, math.prod(extents.values())
+
+
+class FeatureExtractor:
+    """Fixed-length features of a task's configs, cached by config index."""
+
+    def __init__(self, task: Task):
+        self.task = task
+        self.buffers: list[str] | None = None
+        self._cache: dict[int, np.ndarray] = {}
+        space = task.space
+        self.n_knobs = len(space.dims)
+
+    @property
+    def length(self) -> int:
+        return MAX_LOOPS * PER_LOOP + MAX_BUFFERS * CURVE_POINTS + self.n_knobs
+
+    @property
+    def relation_slice(self) -> slice:
+        """The structure-invariant part (relation curves), used to transfer across workloads."""
+        start = MAX_LOOPS * PER_LOOP
+        return slice(start, start + MAX_BUFFERS * CURVE_POINTS)
+
+    def __call__(self, indices) -> np.ndarray:
+        return np.stack([self.get(int(i)) for i in indices]) if len(indices) else \
+            np.zeros((0, self.length), np.float32)
+
+    def get(self, index: int) -> np.ndarray:
+        f = self._cache.get(index)
+        if f is None:
+            f = self._extract(index)
+            self._cache[index] = f
+        return f
+
+    def _extract(self, index: int) -> np.ndarray:
+        out = np.zeros(self.length, np.float32)
+        knobs = self._knob_features(index)
+        out[self.length - self.n_knobs:] = knobs
+        try:
+            sch, op = self.task.instantiate(index)
+            func = build_loop_nest(sch, list(op.args), "kernel")
+        except Exception:  # an invalid config has only its knob features
+            return out
+        if self.buffers is None:
+            names = sorted({b.name for b in func.args + func.workspaces} |
+                           {n.buffer.name for n in walk(func.body) if isinstance(n, Allocate)})
+            self.buffers = names[:MAX_BUFFERS]
+        buf_pos = {b: i for i, b in enumerate(self.buffers)}
+        loops = _collect(func)
+        for li, lp in enumerate(loops[:MAX_LOOPS]):
+            base = li * PER_LOOP
+            out[base:base + 4] = (_log(lp.extent), lp.level, _log(lp.above), _log(lp.below))
+            if lp.kind in _ANNOTATIONS:
+                out[base + 4 + _ANNOTATIONS.index(lp.kind)] = 1.0
+            out[base + 4 + _N_ANN: base + 7 + _N_ANN] = [_log(x) for x in lp.ops]
+            seen: dict[str, tuple[float, float, float]] = {}
+            for acc, extents in lp.accesses:
+                if acc.buffer not in buf_pos or acc.buffer in seen:
+                    continue
+                terms, _ = linear(acc.index)
+                touched, count = _touch(acc.index, extents)
+                seen[acc.buffer] = (_log(abs(terms.get(lp.var, 0))), _log(touched), _log(count / touched))
+            for name, vals in seen.items():
+                p = base + 7 + _N_ANN + buf_pos[name] * PER_BUFFER
+                out[p:p + PER_BUFFER] = vals
+        out[self.relation_slice] = self._curves(loops, buf_pos)
+        return out
+
+    def _curves(self, loops: list[_Loop], buf_pos: dict[str, int]) -> np.ndarray:
+        """Reuse against touch count per buffer, sampled at fixed log touch counts."""
+        curves = np.zeros((MAX_BUFFERS, CURVE_POINTS), np.float32)
+        pts: dict[str, list[tuple[float, float]]] = {b: [] for b in buf_pos}
+        for lp in loops:
+            done = set()
+            for acc, extents in lp.accesses:
+                if acc.buffer in buf_pos and acc.buffer not in done:
+                    done.add(acc.buffer)
+                    touched, count = _touch(acc.index, extents)
+                    pts[acc.buffer].append((math.log2(touched), _log(count / touched)))
+        grid = np.arange(CURVE_POINTS) * 2.0
+        for b, p in pts.items():
+            if not p:
+                continue
+            p.sort()
+            xs = np.array([x for x, _ in p])
+            ys = np.array([y for _, y in p])
+            curves[buf_pos[b]] = np.interp(grid, xs, ys)
+        return curves.ravel()
+
+    def _knob_features(self, index: int) -> np.ndarray:
+        space = self.task.space
+        ch = space.index_to_choices(index)
+        return np.array([c / max(1, d - 1) for c, d in zip(ch, space.dims)], np.float32)

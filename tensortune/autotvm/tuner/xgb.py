@@ -1,0 +1,193 @@
+"""Model-based tuning: a cost model learned from measurements steers simulated annealing.
+
+After each measured batch the model is refit. The next batch is chosen among the best configs
+the annealing chains find under the model (chains persist across batches), picked greedily for
+both predicted score and diversity of knob values, plus a few random configs (epsilon-greedy).
+With ``history`` (records of other workloads), a global model on structure-invariant features
+seeds the predictions, with a weight that decays as local measurements accumulate.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..cost_model import XGBCostModel
+from ..features import FeatureExtractor
+from ..measure.result import MeasureInput, MeasureResult
+from ..record import Record
+from ..space import ConfigSpace
+from ..task import Task
+from .tuner import Tuner
+
+ScoreFn = Callable[[Sequence[int]], np.ndarray]
+
+
+class SimulatedAnnealing:
+    """Parallel simulated annealing over a config space, maximising a score function."""
+
+    def __init__(self, space: ConfigSpace, rng, n_chains: int = 64, n_steps: int = 40, early_stop: int = 15,
+                 temperature: tuple[float, float] = (1.0, 0.0)):
+        self.space, self.rng = space, rng
+        self.n_chains, self.n_steps, self.early_stop = n_chains, n_steps, early_stop
+        self.temperature = temperature
+        self.points: list[int] = []  # chain states, kept across calls
+
+    def find_maximums(self, score: ScoreFn, num: int, exclude: set[int]) -> list[int]:
+        """The ``num`` best-scoring valid configs met on the way, none of them in ``exclude``."""
+        if not self.points:
+            self.points = self.space.sample(self.n_chains, self.rng)
+        points = list(self.points)
+        scores = score(points)
+        heap: list[tuple[float, int]] = []
+        in_heap: set[int] = set()
+
+        def offer(idxs, scs):
+            for i, s in zip(idxs, scs):
+                if i in exclude or i in in_heap:
+                    continue
+                if len(heap) < num:
+                    heapq.heappush(heap, (float(s), i))
+                    in_heap.add(i)
+                elif s > heap[0][0]:
+                    _, old = heapq.heapreplace(heap, (float(s), i))
+                    in_heap.discard(old)
+                    in_heap.add(i)
+
+        offer(points, scores)
+        t0, t1 = self.temperature
+        best, stale = -math.inf, 0
+        for step in range(self.n_steps):
+            temp = t0 + (t1 - t0) * step / max(1, self.n_steps - 1)
+            new = [self.space.neighbour(p, self.rng) for p in points]
+            valid = [self.space.is_valid(i) for i in new]
+            new_scores = score(new)
+            for k in range(len(points)):
+                if not valid[k]:
+                    continue
+                delta = new_scores[k] - scores[k]
+                if delta >= 0 or self.rng.random() < math.exp(delta / max(temp, 1e-9)):
+                    points[k], scores[k] = new[k], new_scores[k]
+            offer([i for i, v in zip(new, valid) if v], [s for s, v in zip(new_scores, valid) if v])
+            top = max(scores)
+            if top > best + 1e-9:
+                best, stale = top, 0
+            else:
+                stale += 1
+                if stale >= self.early_stop:
+                    break
+        self.points = points
+        return [i for _, i in sorted(heap, reverse=True)]
+
+
+def diverse_pick(candidates: list[int], scores: np.ndarray, n: int, space: ConfigSpace,
+                 weight: float = 0.5) -> list[int]:
+    """Greedy submodular pick: high predicted score, and knob values not yet covered by the batch."""
+    if len(candidates) <= n:
+        return list(candidates)
+    order = np.argsort(np.argsort(scores))  # rank, 0 = worst
+    norm = order / max(1, len(candidates) - 1)
+    choices = [space.index_to_choices(i) for i in candidates]
+    covered: set[tuple[int, int]] = set()
+    picked: list[int] = []
+    left = set(range(len(candidates)))
+    n_knobs = max(1, len(space.dims))
+    while len(picked) < n and left:
+        def gain(j):
+            new = sum((k, c) not in covered for k, c in enumerate(choices[j]))
+            return norm[j] + weight * new / n_knobs
+        j = max(left, key=lambda j: (gain(j), -j))
+        left.remove(j)
+        picked.append(candidates[j])
+        covered.update(enumerate(choices[j]))
+    return picked
+
+
+class XGBTuner(Tuner):
+    """The model-based tuner (``loss="rank"`` for the ``xgb`` tuner, ``"reg"`` for ``xgb-reg``)."""
+
+    def __init__(self, task: Task, seed: int | None = None, loss: str = "rank", plan_size: int = 64,
+                 epsilon: float = 0.05, history: Iterable[Record] | None = None, n_chains: int = 64,
+                 n_steps: int = 40):
+        super().__init__(task, seed)
+        self.features = FeatureExtractor(task)
+        self.model = XGBCostModel(loss, seed=seed or 0)
+        self.plan_size, self.epsilon = plan_size, epsilon
+        self.sa = SimulatedAnnealing(self.space, self.rng, n_chains=n_chains, n_steps=n_steps)
+        self.xs: list[int] = []
+        self.ys: list[float] = []
+        self.global_model: XGBCostModel | None = None
+        if history is not None:
+            self.global_model = train_global_model(history, exclude=task.workload_key, seed=seed or 0)
+
+    # -- learning ------------------------------------------------------------
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        super().update(inputs, results)
+        for inp, res in zip(inputs, results):
+            self.xs.append(inp.config_index)
+            self.ys.append(self.flops_of(res))
+        y = np.asarray(self.ys, np.float32)
+        if len(y) and y.max() > 0:
+            X = self.features(self.xs)
+            self.model.fit(X, y / y.max(), self._margin(X))
+
+    def _global_weight(self) -> float:
+        return 64.0 / (64.0 + len(self.xs))
+
+    def _margin(self, X: np.ndarray) -> np.ndarray | None:
+        if self.global_model is None:
+            return None
+        return self._global_weight() * self.global_model.predict(X[:, self.features.relation_slice])
+
+    def score(self, indices: Sequence[int]) -> np.ndarray:
+        X = self.features(indices)
+        return self.model.predict(X, self._margin(X))
+
+    # -- proposing -------------------------------------------------------------
+    def _propose(self, n: int) -> list[int]:
+        if not self.model.trained and self.global_model is None:
+            return self._fill([], n)
+        exclude = self.visited | self._invalid
+        candidates = self.sa.find_maximums(self.score, max(self.plan_size, n), exclude)
+        n_model = n - int(round(self.epsilon * n)) if n > 1 else n
+        batch = diverse_pick(candidates, self.score(candidates), n_model, self.space) if candidates else []
+        batch = [i for i in batch if self._is_fresh(i, set())]
+        return self._fill(batch, n)
+
+
+def train_global_model(history: Iterable[Record], exclude: str | None = None, seed: int = 0,
+                       max_per_workload: int = 300) -> XGBCostModel | None:
+    """A ranking model on relation features of other workloads' records (throughput ranked per workload)."""
+    by_workload: dict[tuple[str, str], list[Record]] = {}
+    for r in history:
+        if r.workload != exclude:
+            by_workload.setdefault((r.workload, r.target), []).append(r)
+    feats, labels, groups = [], [], []
+    for recs in by_workload.values():
+        try:
+            task = recs[0].task()
+        except Exception:  # a template this version no longer has: skip its records
+            continue
+        recs = recs[:max_per_workload]
+        fx = FeatureExtractor(task)
+        flops = np.array([task.flops / r.mean_cost if r.ok else 0.0 for r in recs], np.float32)
+        if flops.max() <= 0:
+            continue
+        X = fx([r.config_index for r in recs])[:, fx.relation_slice]
+        feats.append(X)
+        labels.append(flops / flops.max())
+        groups.append(len(recs))
+    if not feats:
+        return None
+    model = XGBCostModel("rank", seed=seed)
+    model.fit_groups(np.concatenate(feats), np.concatenate(labels), groups)
+    return model
+
+
+class XGBRegTuner(XGBTuner):
+    """``xgb-reg``: the model-based tuner with a regression objective."""
+
+    def __init__(self, task: Task, seed: int | None = None, **kw):
+        super().__init__(task, seed, loss="reg", **kw)
