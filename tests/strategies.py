@@ -1,8 +1,11 @@
-"""Hypothesis strategies that draw random *valid* schedules of two small operators.
+"""Hypothesis strategies that draw random *valid* schedules.
 
-* ``matmul_cases()``: ``C[i, j] = sum_k A[i, k] * B[k, j]``, M, N, K in 1..40.
+* ``matmul_cases()``: ``C[i, j] = sum_k A[i, k] * B[k, j]``, M, N, K in 1..40, float32 or
+  float64, optionally with ``cache_write`` of C and ``cache_read`` of A and/or B.
 * ``conv_cases()``: a 2-D NCHW convolution that reads an explicit zero-padding stage
   ``data_pad`` (present even for pad 0), stride 1-2, pad 0-2, kernel 1-3.
+* ``operator_cases()``: small instances of every operator in ``tensortune.ops`` (bias/ReLU
+  epilogues, packed weights and layouts), scheduled by the generic ``random_schedule``.
 
 A drawn case carries the live schedule, its tensors, and ``steps`` (the schedule as frozen
 records) so a test can replay them on a fresh declaration. Its ``repr`` prints the shape and the
@@ -12,12 +15,15 @@ Steps are drawn in an order that keeps every schedule valid by construction:
 
 1. optionally ``cache_write`` of the output (it must precede any other step of the stage);
 2. loop transforms of the output stage (splits, reorders, fusions, annotations);
-3. the producers, consumers first: each is left at the root, inlined (the padding stage only)
-   or computed at a random current loop of its only consumer, then given its own transforms.
+3. the producers, consumers first: each is left at the root, inlined (if it is not a
+   reduction) or computed at a random current loop of its only consumer, then given its own
+   transforms.
 
-Because a consumer is final before its producers are attached, the "no parallel loop nested in
-another stage's parallel loop" rule is decided exactly: a stage may get a ``parallel`` loop only
-if the loop it is computed at is not inside (or equal to) a parallel loop of its consumer chain.
+Because a consumer is final before its producers are attached, the rules "no parallel loop
+nested in another parallel loop" and "no parallel loop inside a vectorized loop" (both checked
+when lowering) are decided exactly: a stage may get a ``parallel`` loop only if the loop it is
+computed at is not inside (or equal to) a parallel or vectorized loop of its consumer chain, and
+within a stage a parallel loop always stays outside its vectorized loops.
 """
 from __future__ import annotations
 
@@ -105,12 +111,16 @@ class Case:
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
-        dt = self.args[0].dtype.numpy
-        return [rng.uniform(-1, 1, t.shape).astype(dt) for t in self.args[:-1]]
+        dt = self.args[0].dtype
+        if not dt.is_float:
+            return [rng.integers(-8, 8, t.shape).astype(dt.numpy) for t in self.args[:-1]]
+        return [rng.uniform(-1, 1, t.shape).astype(dt.numpy) for t in self.args[:-1]]
 
     def reference(self, *ins: np.ndarray) -> np.ndarray:
         if self.kind == "matmul":
             a, b = ins
+            if not self.args[0].dtype.is_float:
+                return a.astype(np.int64) @ b.astype(np.int64)  # small integers: exact
             return a.astype(np.float64) @ b.astype(np.float64)
         p = self.params
         return conv_reference(ins[0], ins[1], p["stride"], p["pad"])
@@ -139,7 +149,7 @@ def _positions(s: Schedule, stage: str, ann: Annotation) -> list[int]:
 
 
 def _parallel_ok(s: Schedule, stage: str, order: list[str]) -> bool:
-    """Excludes BUG 1 (see test_random_schedules.py): a parallel loop inside a vectorized loop."""
+    """The rule "no parallel loop inside a vectorized loop" holds for the loop order ``order``."""
     anns = s.stages[stage].annotations
     par = [i for i, a in enumerate(order) if anns.get(a) is Annotation.PARALLEL]
     vec = [i for i, a in enumerate(order) if anns.get(a) is Annotation.VECTORIZE]
@@ -202,14 +212,7 @@ def _attach(draw, s: Schedule, ctx: _Ctx, stage: str, consumer: str, can_inline:
         return
     if where == "compute_at":
         leaves = list(s.stages[consumer].leaves)
-        unrolled = _positions(s, consumer, Annotation.UNROLL)
-        # Excludes BUG 2: an allocation inside an unrolled loop is replicated into one C scope.
-        allowed = [p for p in range(len(leaves)) if not any(u <= p for u in unrolled)]
-        if not allowed:
-            ctx.no_parallel[stage] = False
-            _transform_stage(draw, s, stage, allow_parallel=True)
-            return
-        pos = draw(st.sampled_from(allowed))
+        pos = draw(st.integers(0, len(leaves) - 1))
         s[stage].compute_at(s[consumer], leaves[pos])
         around = _positions(s, consumer, Annotation.PARALLEL) + _positions(s, consumer, Annotation.VECTORIZE)
         ctx.no_parallel[stage] = ctx.no_parallel[consumer] or any(p <= pos for p in around)
@@ -223,7 +226,8 @@ def _attach(draw, s: Schedule, ctx: _Ctx, stage: str, consumer: str, can_inline:
 @st.composite
 def matmul_cases(draw, max_dim: int = 40) -> Case:
     dims = st.integers(1, max_dim)
-    params = dict(M=draw(dims), N=draw(dims), K=draw(dims), dtype=draw(st.sampled_from(["float32"] * 3 + ["float64"])))
+    dtype = draw(st.sampled_from(["float32"] * 4 + ["float64", "int32"]))
+    params = dict(M=draw(dims), N=draw(dims), K=draw(dims), dtype=dtype)
     A, B, C = declare_matmul(**params)
     s = create_schedule(C)
     ctx = _Ctx({"C": False})
@@ -266,3 +270,115 @@ def conv_cases(draw) -> Case:
         _attach(draw, s, ctx, consumer, "conv", can_inline=False)
     _attach(draw, s, ctx, "data_pad", consumer, can_inline=True)
     return Case("conv", params, s, (data, weight, out))
+
+
+# --------------------------------------------------------------------------- any operator
+
+def _effective_consumers(s: Schedule, name: str) -> list[str]:
+    """Stages that read ``name`` after inlining (an inlined reader passes its reads to its own readers)."""
+    out: list[str] = []
+    todo = [c for c in s.consumers(name)]
+    while todo:
+        c = todo.pop()
+        if s.stages[c].attach == "inline":
+            todo.extend(s.consumers(c))
+        elif c not in out:
+            out.append(c)
+    return out
+
+
+def random_schedule(draw, out: Tensor) -> Schedule:
+    """A random valid schedule of any operator graph, drawn consumers first (see the module docstring)."""
+    s = create_schedule(out)
+    ctx = _Ctx({out.name: False})
+    if s.stages[out.name].op.reduce_axes and draw(st.booleans()):
+        s.cache_write(out, "local")
+    _transform_stage(draw, s, out.name, allow_parallel=True)
+    for name in reversed(list(s.stages)):
+        stage = s.stages[name]
+        if stage.is_placeholder or name == out.name:
+            continue
+        consumers = _effective_consumers(s, name)
+        can_inline = not stage.op.reduce_axes
+        if len(consumers) == 1:
+            _attach(draw, s, ctx, name, consumers[0], can_inline)
+        elif can_inline and draw(st.booleans()):
+            s[name].compute_inline()
+        else:
+            ctx.no_parallel[name] = False
+            _transform_stage(draw, s, name, allow_parallel=True)
+    return s
+
+
+class OpCase:
+    """A library operator (``tensortune.ops``) with a random valid schedule."""
+
+    def __init__(self, label: str, op, sch: Schedule, reduction_length: int):
+        self.label = label
+        self.op = op
+        self.sch = sch
+        self.reduction_length = reduction_length
+
+    def __repr__(self) -> str:
+        steps = "\n".join(f"    {step_to_json(s)}" for s in self.sch.steps)
+        return f"OpCase({self.label}, steps=[\n{steps}\n])"
+
+
+@st.composite
+def operator_cases(draw) -> OpCase:
+    """Small instances of every operator in ``tensortune.ops``, including fused epilogues and packed layouts."""
+    from tensortune import ops
+
+    kind = draw(st.sampled_from(["matmul", "dense", "conv2d", "depthwise", "conv2d_nchwc", "spatial_pack",
+                                 "depthwise_nchwc"]))
+    small = st.integers(1, 12)
+    bias, relu = draw(st.booleans()), draw(st.booleans())
+    if kind in ("matmul", "dense"):
+        M, N, K = draw(small), draw(small), draw(small)
+        if kind == "matmul":
+            tb = draw(st.booleans())
+            op = ops.matmul(M, N, K, bias=bias, relu=relu, transpose_b=tb)
+            label = f"ops.matmul({M}, {N}, {K}, bias={bias}, relu={relu}, transpose_b={tb})"
+        else:
+            op = ops.dense(M, K, N, bias=bias, relu=relu)
+            label = f"ops.dense({M}, {K}, {N}, bias={bias}, relu={relu})"
+        return OpCase(label, op, random_schedule(draw, op.output), K)
+    k = draw(st.integers(1, 3))
+    pad, stride = draw(st.integers(0, 2)), draw(st.integers(1, 2))
+    h, w = draw(st.integers(max(1, k - 2 * pad), 8)), draw(st.integers(max(1, k - 2 * pad), 8))
+    n = draw(st.integers(1, 2))
+    blocks = st.sampled_from([1, 2, 4])
+    if kind == "conv2d":
+        c, o = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+        args = (n, c, h, w, o, k)
+        op = ops.conv2d_nchw(*args, stride=stride, pad=pad, bias=bias, relu=relu)
+        label = f"ops.conv2d_nchw{args}, stride={stride}, pad={pad}, bias={bias}, relu={relu})"
+        red = c * k * k
+    elif kind == "depthwise":
+        c = draw(st.integers(1, 4))
+        args = (n, c, h, w, k)
+        op = ops.depthwise_conv2d_nchw(*args, stride=stride, pad=pad, bias=bias, relu=relu)
+        label = f"ops.depthwise_conv2d_nchw{args}, stride={stride}, pad={pad}, bias={bias}, relu={relu})"
+        red = k * k
+    elif kind == "conv2d_nchwc":
+        icb, ocb = draw(blocks), draw(blocks)
+        c, o = icb * draw(st.integers(1, 2)), ocb * draw(st.integers(1, 2))
+        args = (n, c, h, w, o, k)
+        op = ops.conv2d_nchwc(*args, stride=stride, pad=pad, icb=icb, ocb=ocb)
+        label = f"ops.conv2d_nchwc{args}, stride={stride}, pad={pad}, icb={icb}, ocb={ocb})"
+        red = c * k * k
+    elif kind == "spatial_pack":
+        ocb = draw(blocks)
+        c, o = draw(st.integers(1, 3)), ocb * draw(st.integers(1, 2))
+        args = (n, c, h, w, o, k)
+        op = ops.conv2d_spatial_pack(*args, stride=stride, pad=pad, ocb=ocb)
+        label = f"ops.conv2d_spatial_pack{args}, stride={stride}, pad={pad}, ocb={ocb})"
+        red = c * k * k
+    else:
+        cb = draw(blocks)
+        c = cb * draw(st.integers(1, 2))
+        args = (n, c, h, w, k)
+        op = ops.depthwise_conv2d_nchwc(*args, stride=stride, pad=pad, cb=cb)
+        label = f"ops.depthwise_conv2d_nchwc{args}, stride={stride}, pad={pad}, cb={cb})"
+        red = k * k
+    return OpCase(label, op, random_schedule(draw, op.output), red)

@@ -144,6 +144,53 @@ def test_mobilenet_depthwise_default_schedule(name: str) -> None:
     np.testing.assert_allclose(out, op.reference(*ins), **t)
 
 
+@pytest.mark.parametrize("layout", ["nchwc", "spatial_pack"])
+@pytest.mark.parametrize("name", list(RESNET18))
+def test_resnet18_packed_conv2d_default_schedule(name: str, layout: str) -> None:
+    """Channel-blocked convolutions: canonical inputs -> ``prepare`` (weight packing) -> kernel."""
+    w = RESNET18[name]
+    shape = (1, w["ic"], w["h"], w["w"], w["oc"], w["k"])
+    if layout == "nchwc":
+        op = ops.conv2d_nchwc(*shape, stride=w["stride"], pad=w["pad"], icb=4 if w["ic"] % 4 == 0 else 1, ocb=16)
+    else:
+        op = ops.conv2d_spatial_pack(*shape, stride=w["stride"], pad=w["pad"], ocb=16)
+    assert op.flops == w["flops"]
+    canonical = op.random_inputs(0)
+    assert [a.shape for a in canonical] == [(1, w["ic"], w["h"], w["w"]), (w["oc"], w["ic"], w["k"], w["k"])]
+    m = tt.build(op.default_schedule(), op.args)
+    out = np.full(op.output.shape, np.nan, np.float32)
+    m(*op.prepare(*canonical), out)
+    t = tol(w["ic"] * w["k"] ** 2)
+    np.testing.assert_allclose(out, conv2d_taps(*canonical, w["stride"], w["pad"]), **t)
+    np.testing.assert_allclose(out, op.reference(*canonical), **t)
+
+
+@pytest.mark.parametrize("name", list(MOBILENET))
+def test_mobilenet_packed_depthwise_default_schedule(name: str) -> None:
+    w = MOBILENET[name]
+    op = ops.depthwise_conv2d_nchwc(1, w["c"], w["h"], w["w"], w["k"], stride=w["stride"], pad=w["pad"], cb=16)
+    assert op.flops == w["flops"]
+    canonical = op.random_inputs(0)
+    assert canonical[1].shape == (w["c"], 1, w["k"], w["k"])
+    m = tt.build(op.default_schedule(), op.args)
+    out = np.full(op.output.shape, np.nan, np.float32)
+    m(*op.prepare(*canonical), out)
+    np.testing.assert_allclose(out, depthwise_taps(*canonical, w["stride"], w["pad"]), **tol(w["k"] ** 2))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ops.conv2d_nchwc(1, 6, 8, 8, 16, 3, icb=4, ocb=16),        # icb does not divide C
+    lambda: ops.conv2d_nchwc(1, 8, 8, 8, 24, 3, icb=4, ocb=16),        # ocb does not divide O
+    lambda: ops.conv2d_spatial_pack(1, 8, 8, 8, 20, 3, ocb=8),
+    lambda: ops.depthwise_conv2d_nchwc(1, 24, 8, 8, 3, cb=16),
+    lambda: ops.conv2d_spatial_pack(1, 8, 2, 2, 16, 5, ocb=16),        # kernel larger than the input
+    lambda: ops.depthwise_conv2d_nchwc(1, 16, 8, 8, 3, stride=0, cb=16),
+])
+def test_packed_conv_bad_shapes_raise_shape_error(make) -> None:
+    with pytest.raises(ShapeError):
+        make()
+
+
 # --------------------------------------------------------------------------- conv2d variants
 
 @pytest.mark.parametrize("bias,relu", [(True, False), (False, True), (True, True)])

@@ -4,20 +4,17 @@ The strategies in ``strategies.py`` draw schedules that are valid by constructio
 ``ScheduleError``, ``LoweringError``, IR verifier failure, compile error or wrong answer here is a
 bug. Examples are derandomized (a fixed sequence), so CI is reproducible.
 
-Known bugs, each kept as a strict xfail regression test at the end of this file:
+Bugs these tests found, each kept as a regression test at the end of this file (all fixed in
+commit cbae3d0):
 
-* BUG 1: a ``parallel`` loop inside a ``vectorize``d loop (same stage, or a stage computed inside
-  the vectorized loop) is emitted as ``omp parallel for`` inside ``omp simd``; gcc rejects the C.
-  The strategies never put a parallel loop inside a vectorized loop.
-* BUG 2: a stage computed at an ``unroll``ed loop is allocated once per unrolled copy in one C
-  scope ("redeclaration of 'C_local'"). The strategies never compute a stage at (or inside) an
-  unrolled loop.
-* BUG 3 and BUG 4: gcc 12.2's loop auto-vectorizer (``-O3``) miscompiles some correct kernels
-  that tensortune generates (a guarded reduction; a zero-padding stage on AVX-512), so the
-  kernel returns wrong numbers. These depend on the C compiler, not on a schedule pattern, so
-  ``check`` rebuilds a mismatching kernel's unchanged C with ``-fno-tree-loop-vectorize``; when that
-  is correct, the example is rejected as a known miscompile (counted as a hypothesis event)
-  instead of failing. Any other mismatch fails.
+* BUG 1: a ``parallel`` loop inside a ``vectorize``d loop became ``omp parallel for`` nested in
+  ``omp simd``, which gcc rejects. It is now a ``ScheduleError`` at lowering, and the strategies
+  keep to that rule.
+* BUG 2: a stage computed at an ``unroll``ed loop was declared once per unrolled copy in one C
+  scope ("redeclaration of 'C_local'").
+* BUG 3: gcc 12.2's loop auto-vectorizer (``-O3``) miscompiled correct generated C (a guarded
+  reduction; a zero-padding select on AVX-512; a padded select in a reduction), so kernels
+  returned wrong numbers. Kernels are now compiled with ``-fno-tree-loop-vectorize``.
 """
 from __future__ import annotations
 
@@ -25,21 +22,19 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import HealthCheck, given, settings
 
 import tensortune as tt
-from tensortune import te
-from tensortune.errors import CompileError
-from tensortune.runtime import ISA, Module, Target, compile_shared, find_compiler
+from tensortune import ops, te
+from tensortune.errors import CompileError, ScheduleError
+from tensortune.runtime import Module
 from tensortune.schedule import Schedule, step_from_json, step_to_json
 
-from strategies import Case, conv_cases, conv_reference, declare_conv, declare_matmul, matmul_cases
+from strategies import (Case, OpCase, conv_cases, conv_reference, declare_conv, declare_matmul, matmul_cases,
+                        operator_cases)
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-
-NO_AUTOVEC = ("-fno-tree-loop-vectorize",)
-
 
 def _tolerance(reduction_length: int) -> dict:
     """float32 sums of ``reduction_length`` products of numbers in [-1, 1], against a float64 reference."""
@@ -47,44 +42,52 @@ def _tolerance(reduction_length: int) -> dict:
 
 
 def _run(module: Module, ins: list[np.ndarray], out_t) -> np.ndarray:
-    out = np.full(out_t.shape, np.nan, out_t.dtype.numpy)  # NaN: an element the kernel never writes shows up
+    # An element the kernel never writes shows up: NaN, or for integers a value no result here can take.
+    fill = np.nan if out_t.dtype.is_float else -123456789
+    out = np.full(out_t.shape, fill, out_t.dtype.numpy)
     module(*ins, out)
     return out
 
 
-def _correct_without_autovectorizer(module: Module, ins, out_t, ref, tol) -> bool:
-    """Whether the module's own C, compiled with gcc's loop auto-vectorizer off, gives the right answer."""
-    path = compile_shared(module.source, Target.host(), extra_flags=NO_AUTOVEC)
-    out = _run(Module(path, module.entry, module.args, module.workspaces), ins, out_t)
-    return bool(np.allclose(out, ref, **tol))
+def check_schedule(sch: Schedule, args, ins: list[np.ndarray], ref: np.ndarray, reduction_length: int) -> None:
+    """Lower with the verifier on, build, run on ``ins`` and compare with the reference ``ref``
+    (float64, or exact int64 for integer kernels)."""
+    first = tt.lower(sch, args, verify=True)
+    assert str(tt.lower(sch, args)) == str(first)  # lowering does not change the schedule
+    m = tt.build(sch, args)
+    out_t = args[-1]
+    out = _run(m, ins, out_t)
+    if out_t.dtype.is_float:
+        np.testing.assert_allclose(out, ref, **_tolerance(reduction_length))
+    else:
+        np.testing.assert_array_equal(out, ref)
 
 
 def check(case: Case, seed: int = 0) -> None:
-    """Lower with the verifier on, build, run and compare with a float64 numpy reference."""
-    first = tt.lower(case.sch, case.args, verify=True)
-    assert str(tt.lower(case.sch, case.args)) == str(first)  # lowering does not change the schedule
-    m = tt.build(case.sch, case.args)
     ins = case.inputs(seed)
-    out_t = case.args[-1]
-    out = _run(m, ins, out_t)
-    ref = case.reference(*ins)
-    tol = _tolerance(case.reduction_length)
-    if not np.allclose(out, ref, **tol) and _correct_without_autovectorizer(m, ins, out_t, ref, tol):
-        event("rejected: C compiler auto-vectorizer miscompile (BUG 3/4)")
-        assume(False)
-    np.testing.assert_allclose(out, ref, **tol)
+    check_schedule(case.sch, case.args, ins, case.reference(*ins), case.reduction_length)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(matmul_cases())
 def test_random_matmul_schedule_matches_numpy(case: Case) -> None:
     check(case)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(conv_cases())
 def test_random_conv2d_schedule_matches_numpy(case: Case) -> None:
     check(case)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(operator_cases())
+def test_random_schedule_of_library_operator_matches_its_reference(case: OpCase) -> None:
+    """Every operator in ``tensortune.ops`` (fused epilogues, packed layouts), randomly scheduled."""
+    op = case.op
+    canonical = op.random_inputs(0)
+    ref = np.asarray(op.reference(*[a.astype(np.float64) for a in canonical]))
+    check_schedule(case.sch, op.args, op.prepare(*canonical), ref, case.reduction_length)
 
 
 def _ir_text(sch: Schedule, args) -> str:
@@ -126,23 +129,38 @@ def test_replay_on_a_different_shape_gives_different_ir() -> None:
     assert texts[0] != texts[1]
 
 
-# --------------------------------------------------------------------------- known bugs
+# --------------------------------------------------------------------------- regressions
 
-_VERSION = find_compiler().version
-_GCC12 = "gcc" in _VERSION.lower() and " 12." in _VERSION
-_AVX512 = Target.host().isa is ISA.AVX512
-
-
-@pytest.mark.xfail(strict=True, raises=CompileError,
-                   reason="BUG 1: parallel loop inside a vectorized loop becomes 'omp parallel for' nested in "
-                          "'omp simd', which gcc rejects; should be a ScheduleError or a serial/simd loop")
-def test_bug1_parallel_inside_vectorized_loop() -> None:
+def test_bug1_parallel_inside_vectorized_loop_is_a_schedule_error() -> None:
     A = te.placeholder((8, 8), "float32", "A")
     B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, "B")
     s = tt.create_schedule(B)
     i, j = s[B].axis
     s[B].vectorize(i)
     s[B].parallel(j)
+    with pytest.raises(ScheduleError, match="vectorized"):
+        tt.build(s, [A, B])
+
+
+def test_bug1_parallel_stage_computed_inside_a_vectorized_loop_is_a_schedule_error() -> None:
+    A, B, C = declare_matmul(8, 8, 8)
+    s = tt.create_schedule(C)
+    CC = s.cache_write(C, "local")
+    i, j = s[C].axis
+    s[C].vectorize(i)
+    s[CC].compute_at(s[C], j)
+    s[CC].parallel(s[CC].axis[0])
+    with pytest.raises(ScheduleError, match="vectorized"):
+        tt.lower(s, [A, B, C])
+
+
+def test_parallel_outside_vectorized_loop_is_fine() -> None:
+    A = te.placeholder((8, 8), "float32", "A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, "B")
+    s = tt.create_schedule(B)
+    i, j = s[B].axis
+    s[B].parallel(i)
+    s[B].vectorize(j)
     m = tt.build(s, [A, B])
     a = np.arange(64, dtype=np.float32).reshape(8, 8)
     b = np.zeros_like(a)
@@ -150,8 +168,6 @@ def test_bug1_parallel_inside_vectorized_loop() -> None:
     np.testing.assert_array_equal(b, 2 * a)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG 2: a stage computed at an unrolled loop is declared once per "
-                                       "unrolled copy in one C scope: 'redeclaration of C_local'")
 def test_bug2_compute_at_an_unrolled_loop() -> None:
     A, B, C = declare_matmul(2, 4, 3)
     s = tt.create_schedule(C)
@@ -167,10 +183,8 @@ def test_bug2_compute_at_an_unrolled_loop() -> None:
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(_GCC12, strict=True,
-                   reason="BUG 3: gcc 12.2 -O3 loop vectorizer miscompiles a guarded reduction whose split "
-                          "loops are swapped (the generated C is correct; -fno-tree-loop-vectorize fixes it)")
-def test_bug3_guarded_reduction_split_swapped() -> None:
+def test_bug3a_guarded_reduction_split_swapped() -> None:
+    """gcc 12.2 -O3 vectorized this correct C wrongly (513 instead of 511)."""
     d, w, out = declare_conv(N=1, C=1, H=3, W=3, O=1, KH=3, KW=3, stride=1, pad=0)
     s = tt.create_schedule(out)
     s[out].split("rw", nparts=2)  # 2 x 2 > 3: guarded
@@ -183,12 +197,9 @@ def test_bug3_guarded_reduction_split_swapped() -> None:
     assert o.item() == 511.0
 
 
-@pytest.mark.xfail(_GCC12 and _AVX512, strict=True,
-                   reason="BUG 4: gcc 12.2 -O3 -march=x86-64-v4 loop vectorizer miscompiles the zero-padding "
-                          "stage computed at a row loop (all zeros; the generated C is correct)")
-def test_bug4_padding_stage_computed_at_a_row() -> None:
-    p = dict(N=1, C=1, H=2, W=4, O=3, KH=1, KW=1, stride=1, pad=2)
-    d, w, out = declare_conv(**p)
+def test_bug3b_padding_stage_computed_at_a_row() -> None:
+    """gcc 12.2 -O3 -march=x86-64-v4 vectorized this correct C wrongly (all zeros)."""
+    d, w, out = declare_conv(N=1, C=1, H=2, W=4, O=3, KH=1, KW=1, stride=1, pad=2)
     s = tt.create_schedule(out)
     CC = s.cache_write(out, "local")
     s[CC].reorder("n", "y", "o", "x", "rc", "rh", "rw")
@@ -200,3 +211,20 @@ def test_bug4_padding_stage_computed_at_a_row() -> None:
     o = np.full(out.shape, np.nan, np.float32)
     m(x, k, o)
     np.testing.assert_allclose(o, conv_reference(x, k, 1, 2), rtol=1e-5, atol=1e-6)
+
+
+def test_bug3c_inlined_padding_in_a_guarded_reduction() -> None:
+    """gcc 12.2 -O3 vectorized this correct C wrongly (max error 0.38)."""
+    op = ops.conv2d_nchwc(1, 2, 2, 6, 1, 1, stride=1, pad=2, icb=1, ocb=1)
+    s = tt.create_schedule(op.output)
+    s["conv2d"].split("x", nparts=5)
+    s["conv"].compute_at(s["conv2d"], "y")
+    s["conv"].reorder("oc", "n", "x", "ob", "kw", "ico", "ici", "y", "kh")
+    s["conv"].fuse("x", "ob")
+    s["conv"].split("ici", nparts=2)
+    s["data_pack"].compute_inline()
+    m = tt.build(s, op.args)
+    canonical = op.random_inputs(0)
+    out = np.full(op.output.shape, np.nan, np.float32)
+    m(*op.prepare(*canonical), out)
+    np.testing.assert_allclose(out, conv_reference(*canonical, 1, 2), rtol=1e-5, atol=1e-6)
