@@ -18,8 +18,28 @@ Ranges = dict  # Var -> (lo, hi), inclusive
 Linear = tuple  # (dict[Expr, int] atom -> coefficient, int constant)
 
 
+#: id(node) -> (node, linear form). Expressions are immutable, so a node's form never changes; the node
+#: is kept in the entry so its id cannot be reused while the entry exists.
+_LINEAR_CACHE: dict[int, tuple[Expr, Linear]] = {}
+_LINEAR_CACHE_SIZE = 1 << 17
+
+
 def linear(e: Expr) -> Linear:
-    """Write an integer expression as ``sum(coef * atom) + const``; non-linear parts become atoms."""
+    """Write an integer expression as ``sum(coef * atom) + const``; non-linear parts become atoms.
+
+    The returned dict is shared (cached): callers must not modify it.
+    """
+    hit = _LINEAR_CACHE.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    out = _linear(e)
+    if len(_LINEAR_CACHE) >= _LINEAR_CACHE_SIZE:
+        _LINEAR_CACHE.clear()
+    _LINEAR_CACHE[id(e)] = (e, out)
+    return out
+
+
+def _linear(e: Expr) -> Linear:
     if isinstance(e, Const):
         return {}, int(e.value)
     if isinstance(e, Binary) and e.op in (BinOp.ADD, BinOp.SUB):

@@ -121,6 +121,9 @@ class Var(Expr):
         if not self.name or not isinstance(self.name, str):
             raise ExprError("a Var needs a non-empty string name")
 
+    def __hash__(self) -> int:  # vars are compared by uid; hashing it alone is much cheaper
+        return self.uid
+
 
 @dataclass(frozen=True, slots=True)
 class Const(Expr):
@@ -480,10 +483,21 @@ min = _reducer(Reducer.MIN)  # noqa: A001
 # ---------------------------------------------------------------------------
 # generic traversal over frozen dataclass nodes (expressions and statements)
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(node) -> tuple[str, ...]:
+    cls = type(node)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 def children(node) -> Iterator:
     """Yield the child nodes (expressions or statements) of ``node``."""
-    for f in fields(node):
-        v = getattr(node, f.name)
+    for name in _field_names(node):
+        v = getattr(node, name)
         if isinstance(v, _NODE_TYPES):
             yield v
         elif isinstance(v, tuple):
@@ -503,25 +517,22 @@ def walk(node) -> Iterator:
 
 def transform(node, fn: Callable):
     """Rebuild ``node`` bottom-up: children first, then ``fn(new_node)`` (return the node to keep it)."""
-    changes = {}
-    for f in fields(node):
-        v = getattr(node, f.name)
+    changes = None
+    for name in _field_names(node):
+        v = getattr(node, name)
         if isinstance(v, _NODE_TYPES):
             nv = transform(v, fn)
             if nv is not v:
-                changes[f.name] = nv
-        elif isinstance(v, tuple) and any(isinstance(x, _NODE_TYPES) for x in v):
+                changes = changes or {}
+                changes[name] = nv
+        elif isinstance(v, tuple) and v and isinstance(v[0], _NODE_TYPES):
             nv = tuple(transform(x, fn) if isinstance(x, _NODE_TYPES) else x for x in v)
             if any(a is not b for a, b in zip(nv, v)):
-                changes[f.name] = nv
+                changes = changes or {}
+                changes[name] = nv
     if changes:
-        node = _replace(node, changes)
+        node = type(node)(**{n: changes.get(n, getattr(node, n)) for n in _field_names(node)})
     return fn(node)
-
-
-def _replace(node, changes: dict):
-    kw = {f.name: changes.get(f.name, getattr(node, f.name)) for f in fields(node)}
-    return type(node)(**kw)
 
 
 def substitute(node, mapping: dict) -> Any:

@@ -28,7 +28,7 @@ ScoreFn = Callable[[Sequence[int]], np.ndarray]
 class SimulatedAnnealing:
     """Parallel simulated annealing over a config space, maximising a score function."""
 
-    def __init__(self, space: ConfigSpace, rng, n_chains: int = 64, n_steps: int = 40, early_stop: int = 15,
+    def __init__(self, space: ConfigSpace, rng, n_chains: int = 32, n_steps: int = 24, early_stop: int = 8,
                  temperature: tuple[float, float] = (1.0, 0.0)):
         self.space, self.rng = space, rng
         self.n_chains, self.n_steps, self.early_stop = n_chains, n_steps, early_stop
@@ -83,24 +83,21 @@ class SimulatedAnnealing:
 
 
 def diverse_pick(candidates: list[int], scores: np.ndarray, n: int, space: ConfigSpace,
-                 weight: float = 0.5) -> list[int]:
-    """Greedy submodular pick: high predicted score, and knob values not yet covered by the batch."""
-    if len(candidates) <= n:
-        return list(candidates)
-    order = np.argsort(np.argsort(scores))  # rank, 0 = worst
-    norm = order / max(1, len(candidates) - 1)
-    choices = [space.index_to_choices(i) for i in candidates]
+                 filter_ratio: float = 2.0) -> list[int]:
+    """Greedy submodular pick among the ``n * filter_ratio`` best-scoring candidates: each pick covers
+    the most knob values not yet in the batch (ties go to the higher score)."""
+    order = np.argsort(-np.asarray(scores), kind="stable")[: max(n, int(n * filter_ratio))]
+    pool = [candidates[j] for j in order]
+    if len(pool) <= n:
+        return pool
+    choices = [space.index_to_choices(i) for i in pool]
     covered: set[tuple[int, int]] = set()
     picked: list[int] = []
-    left = set(range(len(candidates)))
-    n_knobs = max(1, len(space.dims))
+    left = list(range(len(pool)))  # in score order, so max() keeps the best-scoring among equals
     while len(picked) < n and left:
-        def gain(j):
-            new = sum((k, c) not in covered for k, c in enumerate(choices[j]))
-            return norm[j] + weight * new / n_knobs
-        j = max(left, key=lambda j: (gain(j), -j))
+        j = max(left, key=lambda j: sum((k, c) not in covered for k, c in enumerate(choices[j])))
         left.remove(j)
-        picked.append(candidates[j])
+        picked.append(pool[j])
         covered.update(enumerate(choices[j]))
     return picked
 
@@ -109,8 +106,8 @@ class XGBTuner(Tuner):
     """The model-based tuner (``loss="rank"`` for the ``xgb`` tuner, ``"reg"`` for ``xgb-reg``)."""
 
     def __init__(self, task: Task, seed: int | None = None, loss: str = "rank", plan_size: int = 64,
-                 epsilon: float = 0.05, history: Iterable[Record] | None = None, n_chains: int = 64,
-                 n_steps: int = 40):
+                 epsilon: float = 0.05, history: Iterable[Record] | None = None, n_chains: int = 32,
+                 n_steps: int = 24):
         super().__init__(task, seed)
         self.features = FeatureExtractor(task)
         self.model = XGBCostModel(loss, seed=seed or 0)
