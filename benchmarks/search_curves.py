@@ -1,0 +1,172 @@
+"""The paper's central figure on this machine: best GFLOP/s against trials for each tuner.
+
+On C1, C2, C5, C6 (ResNet-18 conv2d) and a 512^3 matmul, runs random and GA (2 runs of 1,000
+trials) and the model-based ``xgb`` (rank) and ``xgb-reg`` (3 runs of 300 trials), each with its
+own seed and log. Every run appends to its log under ``--out``, so the benchmark resumes where it
+stopped (run it again with the same arguments). Then it writes a PNG per workload (mean of runs,
+band = min..max), a markdown table of the trials each method needs to reach 90% / 95% of the best
+throughput any method found, and ``--json``.
+
+    python benchmarks/search_curves.py                 # full run: many hours; resumable
+    python benchmarks/search_curves.py --quick         # C6 and matmul, short runs: a few minutes
+    nohup python benchmarks/search_curves.py > results/search_curves.txt 2>&1 &
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+WORKLOADS = ("resnet18:C1", "resnet18:C2", "resnet18:C5", "resnet18:C6", "matmul:512")
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    runs: int
+    trials: int
+
+
+FULL = (Method("random", 2, 1000), Method("ga", 2, 1000), Method("xgb", 3, 300), Method("xgb-reg", 3, 300))
+QUICK = (Method("random", 1, 96), Method("ga", 1, 96), Method("xgb", 1, 96), Method("xgb-reg", 1, 96))
+
+
+def make_task(key: str):
+    from tensortune.autotvm.tasks import create_task, task_from_workload
+
+    if key.startswith("matmul:"):
+        n = int(key.split(":")[1])
+        return create_task("matmul", {"M": n, "N": n, "K": n})
+    return task_from_workload(key)
+
+
+def run_all(workloads, methods, out: Path, batch_size: int) -> None:
+    from tensortune.autotvm.measure.measure import Measurer
+    from tensortune.autotvm.tune import tune
+
+    with Measurer() as measurer:
+        for key in workloads:
+            task = make_task(key)
+            for m in methods:
+                for seed in range(m.runs):
+                    log = out / key.replace(":", "_") / f"{m.name}_seed{seed}.json"
+                    log.parent.mkdir(parents=True, exist_ok=True)
+                    t0 = time.time()
+                    r = tune(task, m.trials, tuner=m.name, batch_size=batch_size, measure=measurer.measure,
+                             log_file=log, progress=False, seed=seed)
+                    print(f"{key:14s} {m.name:8s} seed {seed}: best {r.best_gflops:7.1f} GFLOP/s after "
+                          f"{len(r.history)} trials ({time.time() - t0:.0f} s this run)", flush=True)
+
+
+def curve(log: Path, task, trials: int) -> np.ndarray:
+    """Best GFLOP/s after each trial, in log order (failures count as 0)."""
+    from tensortune.autotvm.record import load_records, task_records
+
+    recs = task_records(load_records(log), task)[:trials]
+    g = np.array([task.flops / r.mean_cost / 1e9 if r.ok else 0.0 for r in recs])
+    return np.maximum.accumulate(g) if len(g) else g
+
+
+def trials_to_reach(c: np.ndarray, level: float) -> int | None:
+    hit = np.nonzero(c >= level)[0]
+    return int(hit[0]) + 1 if len(hit) else None
+
+
+def analyse(workloads, methods, out: Path, plot: bool) -> dict:
+    summary: dict = {}
+    for key in workloads:
+        task = make_task(key)
+        curves = {}
+        for m in methods:
+            cs = [curve(out / key.replace(":", "_") / f"{m.name}_seed{s}.json", task, m.trials)
+                  for s in range(m.runs)]
+            cs = [c for c in cs if len(c)]
+            if cs:
+                curves[m.name] = cs
+        if not curves:
+            continue
+        best = max(c[-1] for cs in curves.values() for c in cs)
+        row: dict = {"best_gflops": round(float(best), 1), "methods": {}}
+        for name, cs in curves.items():
+            n = min(len(c) for c in cs)
+            row["methods"][name] = {
+                "runs": len(cs), "trials": n,
+                "final_mean_gflops": round(float(np.mean([c[n - 1] for c in cs])), 1),
+                "trials_to_90pct": [trials_to_reach(c, 0.9 * best) for c in cs],
+                "trials_to_95pct": [trials_to_reach(c, 0.95 * best) for c in cs],
+            }
+        if "random" in curves and "xgb" in curves:
+            target = float(np.mean([c[-1] for c in curves["random"]]))
+            hits = [trials_to_reach(c, target) for c in curves["xgb"]]
+            row["xgb_trials_to_random_final"] = hits
+        summary[key] = row
+        if plot:
+            _plot(key, curves, out / f"{key.replace(':', '_')}.png")
+    return summary
+
+
+def _plot(key: str, curves: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, cs in curves.items():
+        n = min(len(c) for c in cs)
+        arr = np.stack([c[:n] for c in cs])
+        x = np.arange(1, n + 1)
+        ax.plot(x, arr.mean(0), label=f"{name} ({len(cs)} runs)")
+        ax.fill_between(x, arr.min(0), arr.max(0), alpha=0.2)
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best GFLOP/s")
+    ax.set_title(f"{key}: tuning curves")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(summary: dict) -> str:
+    lines = ["| workload | best GFLOP/s | method | runs | trials | final GFLOP/s (mean) | trials to 90% | "
+             "trials to 95% |", "|---|---|---|---|---|---|---|---|"]
+    for key, row in summary.items():
+        for name, m in row["methods"].items():
+            lines.append(f"| {key} | {row['best_gflops']} | {name} | {m['runs']} | {m['trials']} | "
+                         f"{m['final_mean_gflops']} | {m['trials_to_90pct']} | {m['trials_to_95pct']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="C6 and matmul 512, one short run per method")
+    p.add_argument("--out", default="results/search_curves", help="folder of logs and PNGs (resumable)")
+    p.add_argument("--workloads", nargs="*", help=f"subset of {WORKLOADS}")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--analyse-only", action="store_true", help="only read the logs and write the report")
+    p.add_argument("--json", metavar="PATH")
+    args = p.parse_args()
+    methods = QUICK if args.quick else FULL
+    workloads = args.workloads or (("resnet18:C6", "matmul:512") if args.quick else WORKLOADS)
+    out = Path(args.out) / ("quick" if args.quick else "full")
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    if not args.analyse_only:
+        run_all(workloads, methods, out, args.batch_size)
+    summary = analyse(workloads, methods, out, plot=True)
+    print(markdown(summary))
+    for key, row in summary.items():
+        if "xgb_trials_to_random_final" in row:
+            print(f"{key}: xgb runs reach random search's final best after {row['xgb_trials_to_random_final']} trials")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
