@@ -1,0 +1,668 @@
+"""The ``tensortune`` command: tune an operator, read the best configs of a log, show their code, benchmark them.
+
+    tensortune tune conv2d --shape H=28 W=28 IC=128 OC=128 K=3 stride=1 pad=1 --trials 64 --log c6.json
+    tensortune tune --workload resnet18:C6 --trials 64 --log c6.json
+    tensortune best c6.json            # best record per workload: GFLOP/s, time per call, config
+    tensortune show c6.json            # loop IR and C source of the best config
+    tensortune bench c6.json           # tuned kernel vs the default schedule and numpy / PyTorch / onnxruntime
+
+A user mistake (unknown operator, malformed shape, missing log...) prints one line on stderr and exits
+with status 2; ``--json`` prints one JSON object on stdout instead of the text summary.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import __version__, workloads
+from .errors import TensortuneError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+RTOL = ATOL = 1e-3  # as the measurement runner checks candidates (atol scaled by the largest |expected|)
+MIN_REPEAT_MS = 20.0  # each timed repeat of ``bench`` lasts at least this long
+PEER_WORKER = "_peer-worker"  # hidden first argument: time the peer libraries in a child process
+# Set on some machines to work around old OpenBLAS bugs; they slow a current numpy, so peers run without them.
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+class CLIError(TensortuneError, ValueError):
+    """A command-line argument cannot be used (the message says what to write instead)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (raised, so ``main`` returns 2 instead of exiting)."""
+
+    def error(self, message: str):
+        raise CLIError(f"{message} (see '{self.prog} --help')")
+
+
+# ------------------------------------------------------------------------------------------- arguments
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def parse_shape(items: Sequence[str]) -> dict[str, int]:
+    """``["H=28", "W=28"]`` -> ``{"H": 28, "W": 28}``; raises ``CLIError`` for a malformed item."""
+    shape: dict[str, int] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not name or not value:
+            raise CLIError(f"malformed shape parameter '{item}': write NAME=VALUE, e.g. H=28")
+        try:
+            number = int(value)
+        except ValueError:
+            raise CLIError(f"shape parameter {name} must be an integer, got '{value}'") from None
+        if name in shape:
+            raise CLIError(f"shape parameter {name} is given twice")
+        shape[name] = number
+    return shape
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .autotvm.tasks import OPERATORS
+    from .autotvm.tune import TUNERS
+
+    p = _Parser(prog="tensortune", description="Tune tensor operators and use the tuning logs.",
+                epilog="Run 'tensortune COMMAND --help' for the options of a command.")
+    p.add_argument("--version", action="version", version=f"tensortune {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    ops = ", ".join(f"{op} ({' '.join(names)})" for op, (names, _) in OPERATORS.items())
+    t = sub.add_parser("tune", help="search the schedule space of an operator, logging every trial",
+                       description="Tune one operator. Rerunning the same command with the same --log resumes: "
+                                   "the log's trials count toward --trials and are not measured again.",
+                       epilog=f"operators and their shape parameters: {ops}; N=1, stride=1, pad=0 by default.")
+    t.add_argument("operator", nargs="?", help=f"one of {', '.join(OPERATORS)} (or use --workload)")
+    t.add_argument("--shape", nargs="+", metavar="NAME=VALUE", help="shape parameters, e.g. M=512 N=512 K=512")
+    t.add_argument("--workload", metavar="TABLE:NAME", help="a shipped workload, e.g. resnet18:C6 or mobilenet:D3")
+    t.add_argument("--template", help="schedule template (default: the operator's default template)")
+    t.add_argument("--tuner", choices=list(TUNERS), default="random", help="search strategy (default: random)")
+    t.add_argument("--trials", type=_positive, default=64, help="trials in total, the log's included (default 64)")
+    t.add_argument("--log", required=True, metavar="FILE", help="tuning log (JSON lines); appended to, resumed from")
+    t.add_argument("--threads", type=_positive, help="threads of each measured kernel (default: all usable cores)")
+    t.add_argument("--batch-size", type=_positive, default=16, help="configs measured per batch (default 16)")
+    t.add_argument("--early-stopping", type=_positive, metavar="N", help="stop after N trials without improvement")
+    t.add_argument("--seed", type=int, help="seed of the tuner's random choices")
+    t.add_argument("--history", metavar="FILE", help="log of other workloads for the xgb tuners to transfer from")
+    t.add_argument("--quiet", action="store_true", help="no progress display")
+    t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+    b = sub.add_parser("best", help="the best record of each workload in a log",
+                       description="The fastest successful record of each workload in a tuning log.")
+    b.add_argument("log", metavar="FILE")
+    b.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+
+    s = sub.add_parser("show", help="the loop IR and C source of the best config(s) of a log",
+                       description="Print the loop IR and the generated C of the best config of each workload.")
+    s.add_argument("log", metavar="FILE")
+    s.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
+
+    n = sub.add_parser("bench", help="time the best kernels of a log against the default schedule and peers",
+                       description="Build the best config of each workload, check it against the numpy reference, "
+                                   "and time it against the operator's default tensortune schedule and peer "
+                                   "libraries (numpy.matmul; PyTorch and onnxruntime convolutions when installed). "
+                                   "Same protocol for all: one warm-up call, then --repeat timings of at least "
+                                   f"{MIN_REPEAT_MS:g} ms each; the median is reported.")
+    n.add_argument("log", metavar="FILE")
+    n.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
+    n.add_argument("--threads", type=_positive, help="threads for every kernel (default: all usable cores)")
+    n.add_argument("--repeat", type=_positive, default=15, help="timed repeats; the median is reported (default 15)")
+    n.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+# ------------------------------------------------------------------------------------------- entry point
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == [PEER_WORKER]:
+        return _peer_worker_main()
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as e:  # --help and --version
+                return int(e.code or 0)
+            return COMMANDS[args.command](args)
+        except TensortuneError as e:
+            _error(str(e))
+            return EXIT_USAGE
+        except BrokenPipeError:  # stdout closed early (``tensortune show LOG | head``): not an error to report
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_FAILED
+        except OSError as e:  # a log that cannot be read or written
+            _error(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            _error("interrupted")
+            return EXIT_INTERRUPTED
+
+
+def _error(message: str) -> None:
+    print(f"tensortune: error: {message}", file=sys.stderr, flush=True)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"tensortune: warning: {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------- tune
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .autotvm.measure import MeasureOptions, Measurer, RunOptions
+    from .autotvm.tune import tune
+
+    task = _task_from_args(args)
+    _check_log_writable(args.log)
+    if args.history is not None and not os.path.isfile(args.history):
+        raise CLIError(f"no such history log: {args.history}")
+    measurer = Measurer(MeasureOptions(runner=RunOptions(num_threads=args.threads)))
+    start = time.perf_counter()
+    try:
+        with measurer:
+            result = tune(task, args.trials, tuner=args.tuner, batch_size=args.batch_size, measure=measurer.measure,
+                          log_file=args.log, early_stopping=args.early_stopping, progress=not args.quiet,
+                          seed=args.seed, history=args.history)
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.startswith("tensortune"):
+            raise
+        raise CLIError(f"the {args.tuner} tuner needs the package '{e.name}' (pip install {e.name})") from e
+    except KeyboardInterrupt:
+        _error(f"interrupted; the measured trials are in {args.log}: rerun the same command to resume")
+        return EXIT_INTERRUPTED
+    wall = time.perf_counter() - start
+
+    failures = Counter(t.error_kind.name for t in result.history if t.gflops <= 0)
+    cfg = result.best_config
+    summary = {
+        "task": str(task), "workload": _workload_name(task), "workload_key": task.workload_key,
+        "template": task.name, "target": str(task.target), "tuner": args.tuner,
+        "best_gflops": result.best_gflops, "best_time_s": task.flops / (result.best_gflops * 1e9) if cfg else None,
+        "best_config_index": result.best_index, "best_config": cfg.to_json() if cfg else None,
+        "trials": len(result.history), "new_trials": result.n_measured,
+        "resumed_trials": len(result.history) - result.n_measured, "failures": dict(failures),
+        "stop_reason": result.stop_reason, "log": str(args.log), "wall_s": wall,
+        "build_s": measurer.stats.build_s, "run_s": measurer.stats.run_s,
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        _print_tune_summary(summary)
+    if cfg is None and summary["trials"]:
+        _error(f"no config ran successfully in {summary['trials']} trials; the error of each is in {args.log}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _task_from_args(args: argparse.Namespace):
+    from .autotvm.tasks import OPERATORS, create_task, task_from_workload
+
+    if args.workload is not None:
+        if args.operator is not None or args.shape is not None:
+            raise CLIError("give either --workload or an operator with --shape, not both")
+        return task_from_workload(args.workload, args.template)
+    if args.operator is None:
+        _operator_after_shape(args)
+        raise CLIError("name an operator (matmul, conv2d, depthwise_conv2d) with --shape, or give --workload "
+                       "(e.g. --workload resnet18:C6)")
+    if args.operator not in OPERATORS:
+        raise CLIError(f"unknown operator '{args.operator}'; choose one of {', '.join(OPERATORS)}")
+    if args.shape is None:
+        names = " ".join(f"{n}=..." for n in OPERATORS[args.operator][0])
+        raise CLIError(f"{args.operator} needs --shape {names}")
+    return create_task(args.operator, parse_shape(args.shape), args.template)
+
+
+def _operator_after_shape(args: argparse.Namespace) -> None:
+    """``tune --shape M=8 N=8 K=8 matmul``: argparse reads ``matmul`` as a shape item; say where it goes."""
+    from .autotvm.tasks import OPERATORS
+
+    for item in args.shape or ():
+        if item in OPERATORS:
+            raise CLIError(f"name the operator before --shape: tensortune tune {item} --shape ...")
+
+
+def _check_log_writable(path: str) -> None:
+    """Fail before tuning, not after the first batch, when the log cannot be appended to."""
+    if os.path.isdir(path):
+        raise CLIError(f"--log {path} is a directory; give a file name such as {os.path.join(path, 'tune.json')}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CLIError(f"cannot write the log {path}: the directory {parent} does not exist")
+    if not os.access(path if os.path.exists(path) else parent, os.W_OK):
+        raise CLIError(f"cannot write the log {path}: permission denied")
+
+
+def _print_tune_summary(s: dict) -> None:
+    name = f"  [{s['workload']}]" if s["workload"] else ""
+    print(f"task      {s['task']}{name}")
+    if s["best_config"] is not None:
+        print(f"best      {s['best_gflops']:.2f} GFLOP/s  ({_fmt_seconds(s['best_time_s'])} per call)")
+        print(f"config    #{s['best_config_index']}: {_fmt_config(s['best_config'])}")
+    else:
+        print("best      none (no trial succeeded)")
+    print(f"trials    {s['trials']} ({s['new_trials']} measured now, {s['resumed_trials']} resumed from the log)"
+          f"; {s['stop_reason']}")
+    if s["failures"]:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(s["failures"].items()))
+        print(f"failed    {sum(s['failures'].values())} ({kinds})")
+    print(f"time      {s['wall_s']:.1f} s (compiling {s['build_s']:.1f} s, running {s['run_s']:.1f} s)")
+    print(f"log       {s['log']}")
+
+
+# ------------------------------------------------------------------------------------------- reading logs
+
+@dataclass(frozen=True)
+class _Best:
+    """The best record of one workload of a log, with the task it rebuilds."""
+
+    task: Any  # tensortune.autotvm.task.Task
+    record: Any  # tensortune.autotvm.record.Record
+    n_records: int
+    n_ok: int
+
+    @property
+    def gflops(self) -> float:
+        return self.task.flops / self.record.mean_cost / 1e9
+
+
+def _best_records(path: str, select: str | None = None) -> list[_Best]:
+    """The best record of each workload (and target) in the log at ``path``; raises ``CLIError`` if none."""
+    from .autotvm.record import RecordWarning, load_records, pick_best, task_records
+
+    if not os.path.exists(path):
+        raise CLIError(f"no such log file: {path}")
+    if os.path.isdir(path):
+        raise CLIError(f"{path} is a directory, not a tuning log")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecordWarning)
+        records = load_records(path)
+    _report_skipped(path, caught)
+    if not records:
+        raise CLIError(f"{path} holds no tuning records; create one with 'tensortune tune ... --log {path}'")
+    groups: dict[tuple[str, str], list] = {}
+    for r in records:
+        groups.setdefault((r.workload, r.target), []).append(r)
+    out = []
+    for (key, target), recs in groups.items():
+        try:
+            task = recs[0].task()
+        except KeyError as e:  # a template this version does not have
+            warnings.warn(f"skipping workload {key}: {e.args[0]}")
+            continue
+        usable = task_records(recs, task)  # drops (with a warning) records the template no longer matches
+        best = pick_best(usable, target, key).get(key)
+        if best is not None:
+            out.append(_Best(task, best, len(recs), sum(r.ok for r in recs)))
+    if not out:
+        raise CLIError(f"{path} has {len(records)} records but none of a successful measurement")
+    if select is not None:
+        chosen = [b for b in out if _selected(b.task, select)]
+        if not chosen:
+            raise CLIError(f"{path} has no workload '{select}'; it has: " + "; ".join(_label(b.task) for b in out))
+        out = chosen
+    return out
+
+
+def _report_skipped(path: str, caught: list) -> None:
+    """At most three skipped-line warnings, then a count (a wrong file would otherwise print one per line)."""
+    for w in caught[:3]:
+        _show_warning(w.message, w.category, w.filename, w.lineno)
+    if len(caught) > 3:
+        _show_warning(f"{path}: {len(caught) - 3} more lines skipped", UserWarning, "", 0)
+
+
+def _selected(task, select: str) -> bool:
+    return select in (task.workload_key, str(task), _workload_name(task))
+
+
+def _workload_name(task) -> str | None:
+    """The shipped workload (``resnet18:C6``) with the task's operator and shape, if any."""
+    return _workload_names().get((_operator_of(task.name), tuple(task.args)))
+
+
+def _label(task) -> str:
+    name = _workload_name(task)
+    return f"{name} {task}" if name else str(task)
+
+
+def _operator_of(template: str) -> str | None:
+    from .autotvm.tasks import OPERATOR_TEMPLATES
+
+    return next((op for op, names in OPERATOR_TEMPLATES.items() if template in names), None)
+
+
+_WORKLOAD_NAMES: dict[tuple[str | None, tuple], str] = {}
+
+
+def _workload_names() -> dict[tuple[str | None, tuple], str]:
+    from .autotvm.tasks import task_from_workload
+
+    if not _WORKLOAD_NAMES:
+        for table in workloads.TABLES:
+            for row in workloads.load(table):
+                task = task_from_workload(f"{table}:{row}")
+                _WORKLOAD_NAMES.setdefault((_operator_of(task.name), tuple(task.args)), f"{table}:{row}")
+    return _WORKLOAD_NAMES
+
+
+# ------------------------------------------------------------------------------------------- best, show
+
+def cmd_best(args: argparse.Namespace) -> int:
+    bests = _best_records(args.log, args.workload)
+    rows = [{
+        "workload": _workload_name(b.task), "task": str(b.task), "workload_key": b.record.workload,
+        "template": b.record.template, "args": list(b.record.args), "target": b.record.target,
+        "gflops": b.gflops, "time_s": b.record.mean_cost, "costs": list(b.record.costs),
+        "config_index": b.record.config_index, "config": b.record.config,
+        "records": b.n_records, "ok_records": b.n_ok, "version": b.record.version,
+    } for b in bests]
+    if args.json:
+        print(json.dumps({"log": args.log, "best": rows}))
+        return EXIT_OK
+    for i, r in enumerate(rows):
+        if i:
+            print()
+        print(f"{r['workload'] + '  ' if r['workload'] else ''}{r['task']}")
+        print(f"  best      {r['gflops']:.2f} GFLOP/s  ({_fmt_seconds(r['time_s'])} per call)")
+        print(f"  config    #{r['config_index']}: {_fmt_config(r['config'])}")
+        print(f"  template  {r['template']}")
+        print(f"  target    {r['target']}")
+        print(f"  records   {r['records']} ({r['ok_records']} successful)")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .codegen import codegen_c
+    from .lower import lower
+
+    for i, b in enumerate(_best_records(args.log, args.workload)):
+        sch, op = b.task.instantiate(b.record.config_index)
+        func = lower(sch, list(op.args))
+        if i:
+            print()
+        print(f"// {_label(b.task)}: config #{b.record.config_index}, {b.gflops:.2f} GFLOP/s on {b.record.target}")
+        print(f"// {_fmt_config(b.record.config)}")
+        print("// ---- loop IR ----")
+        print(str(func))
+        print("// ---- C source ----")
+        print(codegen_c(func, b.task.target))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------- bench
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .build import build
+    from .env import settings
+
+    threads = args.threads or settings().num_threads
+    bests = _best_records(args.log, args.workload)
+    report: dict[str, Any] = {"log": args.log, "threads": threads, "repeat": args.repeat,
+                              "min_repeat_ms": MIN_REPEAT_MS, "workloads": []}
+    status = EXIT_OK
+    for b in bests:
+        task, idx = b.task, b.record.config_index
+        canonical = task.make_inputs(seed=0)
+        expected = np.asarray(task.reference(canonical))
+        entry: dict[str, Any] = {"workload": _workload_name(task), "task": str(task), "config_index": idx,
+                                 "flops": task.flops, "kernels": {}}
+        report["workloads"].append(entry)
+        sch, op = task.instantiate(idx)
+        tuned = build(sch, list(op.args), task.target)
+        timed = _time_tensortune(tuned, task.kernel_inputs(idx, canonical), op, expected, threads, args.repeat)
+        entry["kernels"]["tensortune"] = timed
+        if "error" in timed:  # never report a wrong kernel's speed
+            status = EXIT_FAILED
+            continue
+        base = _baseline_operator(task)
+        base_mod = build(base.default_schedule(task.target), list(base.args), task.target)
+        entry["kernels"]["tensortune_default"] = _time_tensortune(base_mod, base.prepare(*canonical), base, expected,
+                                                                  threads, args.repeat)
+        entry["kernels"].update(_time_peers(task, threads, args.repeat))
+        for k in entry["kernels"].values():
+            if "median_s" in k:
+                k["gflops"] = task.flops / k["median_s"] / 1e9
+                k["tuned_speedup"] = k["median_s"] / timed["median_s"]
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_bench(report)
+    return status
+
+
+def _baseline_operator(task):
+    """The plain operator of ``tensortune.ops`` that the task computes; its default schedule is the baseline."""
+    from . import ops
+
+    op = _operator_of(task.name)
+    a = task.args
+    if op == "matmul" and len(a) == 3:
+        return ops.matmul(*a)
+    if op == "conv2d" and len(a) == 8:
+        n, c, h, w, o, k, stride, pad = a
+        return ops.conv2d_nchw(n, c, h, w, o, k, stride=stride, pad=pad)
+    if op == "depthwise_conv2d" and len(a) == 7:
+        n, c, h, w, k, stride, pad = a
+        return ops.depthwise_conv2d_nchw(n, c, h, w, k, stride=stride, pad=pad)
+    return task.operator  # another template: the default schedule of the template's own operator
+
+
+def _check_output(out: np.ndarray, expected: np.ndarray) -> str | None:
+    """None if ``out`` matches ``expected`` (the runner's tolerance), else what is wrong."""
+    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+    if out.shape != expected.shape:
+        return f"output shape {out.shape}, expected {expected.shape}"
+    if np.allclose(out, expected, rtol=RTOL, atol=ATOL * scale):
+        return None
+    worst = float(np.max(np.abs(out.astype(np.float64) - expected)))
+    return f"wrong answer: max abs error {worst:.3g} against the numpy reference"
+
+
+def _time_tensortune(module, inputs: list[np.ndarray], op, expected: np.ndarray, threads: int,
+                     repeat: int) -> dict[str, Any]:
+    out = op.empty_output()
+    out.fill(np.nan)  # an element the kernel forgets to write fails the check
+    module(*inputs, out, num_threads=threads)
+    problem = _check_output(out, expected)
+    if problem:
+        return {"error": problem}
+    t = module.time_evaluator(number=1, repeat=repeat, min_repeat_ms=MIN_REPEAT_MS, num_threads=threads)(
+        *inputs, out)
+    return {"median_s": t.median, "runs_s": list(t.results)}
+
+
+def _time_peers(task, threads: int, repeat: int) -> dict[str, dict]:
+    """Peers timed in a child process: their thread pools stay apart from ours, and OpenBLAS overrides are off."""
+    spec = {"template": task.name, "args": list(task.args), "target": str(task.target), "threads": threads,
+            "repeat": repeat}
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    proc = subprocess.run([sys.executable, "-m", "tensortune", PEER_WORKER], input=json.dumps(spec), env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"peers": {"error": f"the peer process failed (exit code {proc.returncode}): {tail}"}}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _peer_worker_main() -> int:
+    """In the child: read the spec on stdin, print the peers' timings as one JSON line."""
+    spec = json.loads(sys.stdin.read())
+    from .autotvm.task import Task
+    from .autotvm.templates import TEMPLATES
+    from .runtime import Target
+
+    task = Task(TEMPLATES[spec["template"]], tuple(spec["args"]), Target.parse(spec["target"]))
+    canonical = task.make_inputs(seed=0)
+    expected = np.asarray(task.reference(canonical))
+    out = {}
+    for name, make in _peers(task):
+        try:
+            fn = make(canonical, spec["threads"])
+        except ImportError:
+            out[name] = {"unavailable": "not installed"}
+            continue
+        result = fn()
+        problem = _check_output(np.asarray(result), expected)
+        if problem:
+            out[name] = {"error": problem}
+            continue
+        runs = _time_callable(fn, spec["repeat"], MIN_REPEAT_MS)
+        out[name] = {"median_s": statistics.median(runs), "runs_s": runs}
+    print(json.dumps(out))
+    return EXIT_OK
+
+
+PeerFactory = Callable[[list[np.ndarray], int], Callable[[], np.ndarray]]
+
+
+def _peers(task) -> list[tuple[str, PeerFactory]]:
+    """The peer implementations of the task's operator: (name, factory of a call returning the output)."""
+    op = _operator_of(task.name)
+    if op == "matmul":
+        return [("numpy", _numpy_matmul)] if len(task.args) == 3 else []
+    if op in ("conv2d", "depthwise_conv2d"):
+        a = task.args
+        stride, pad = a[-2], a[-1]
+        groups = a[1] if op == "depthwise_conv2d" else 1
+        return [("torch", lambda c, t: _torch_conv(c, t, stride, pad, groups)),
+                ("onnxruntime", lambda c, t: _onnx_conv(c, t, stride, pad, groups))]
+    return []
+
+
+def _numpy_matmul(canonical: list[np.ndarray], threads: int) -> Callable[[], np.ndarray]:
+    a, b = canonical
+    c = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    return lambda: np.matmul(a, b, out=c)  # BLAS threads: OPENBLAS_NUM_THREADS etc. set by the parent
+
+
+def _torch_conv(canonical, threads: int, stride: int, pad: int, groups: int) -> Callable[[], np.ndarray]:
+    import torch
+
+    torch.set_num_threads(threads)
+    x, w = (torch.from_numpy(a) for a in canonical)
+
+    def run() -> np.ndarray:
+        with torch.no_grad():
+            return torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=groups).numpy()
+
+    return run
+
+
+def _onnx_conv(canonical, threads: int, stride: int, pad: int, groups: int) -> Callable[[], np.ndarray]:
+    """One Conv node with the weights as an initializer (constant, as in a deployed model)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    x, w = canonical
+    out_shape = (x.shape[0], w.shape[0], (x.shape[2] + 2 * pad - w.shape[2]) // stride + 1,
+                 (x.shape[3] + 2 * pad - w.shape[3]) // stride + 1)
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], kernel_shape=list(w.shape[2:]), strides=[stride, stride],
+                            pads=[pad] * 4, group=groups)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
+                              [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = min(model.ir_version, 8)  # readable by older onnxruntime releases too
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    y = np.empty(out_shape, np.float32)
+    binding = session.io_binding()  # preallocated input and output: no copies or allocation per call
+    binding.bind_cpu_input("X", x)
+    binding.bind_ortvalue_output("Y", ort.OrtValue.ortvalue_from_numpy(y))
+
+    def run() -> np.ndarray:
+        session.run_with_iobinding(binding)
+        return y
+
+    return run
+
+
+def _time_callable(fn: Callable[[], Any], repeat: int, min_repeat_ms: float, calibrations: int = 5) -> list[float]:
+    """The protocol of ``Module.time_evaluator`` in Python: warm up, calibrate calls per repeat, time ``repeat``."""
+    def run(count: int) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            fn()
+        return time.perf_counter() - start
+
+    fn()
+    count = 1
+    for _ in range(calibrations):
+        elapsed_ms = run(count) * 1e3
+        if elapsed_ms >= min_repeat_ms:
+            break
+        per_call_ms = max(elapsed_ms / count, 1e-6)
+        count = max(int(min_repeat_ms / per_call_ms) + 1, int(count * 1.618) + 1)
+    return [run(count) / count for _ in range(repeat)]
+
+
+_KERNEL_LABELS = {"tensortune": "tensortune, tuned", "tensortune_default": "tensortune, default schedule",
+                  "numpy": "numpy.matmul", "torch": "torch conv2d", "onnxruntime": "onnxruntime Conv"}
+
+
+def _print_bench(report: dict) -> None:
+    print(f"{report['threads']} thread(s); median of {report['repeat']} timings of >= {MIN_REPEAT_MS:g} ms "
+          "after a warm-up; peers run in a child process")
+    for w in report["workloads"]:
+        print()
+        name = f"{w['workload']}  " if w["workload"] else ""
+        print(f"{name}{w['task']}  (config #{w['config_index']}, {w['flops'] / 1e6:.1f} MFLOP)")
+        print(f"  {'kernel':<30} {'GFLOP/s':>9} {'time/call':>11} {'tuned speedup':>14}")
+        for key, k in w["kernels"].items():
+            label = _KERNEL_LABELS.get(key, key)
+            if "median_s" in k:
+                speed = "" if key == "tensortune" else f"{k['tuned_speedup']:.2f}x"
+                print(f"  {label:<30} {k['gflops']:>9.2f} {_fmt_seconds(k['median_s']):>11} {speed:>14}".rstrip())
+            else:
+                print(f"  {label:<30} {k.get('unavailable') or k.get('error')}")
+
+
+# ------------------------------------------------------------------------------------------- formatting
+
+def _fmt_seconds(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "-"
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def _fmt_config(config: dict) -> str:
+    return " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in config.items())
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "tune": cmd_tune, "best": cmd_best, "show": cmd_show, "bench": cmd_bench,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""The ``tensortune`` command line, run in-process through ``main(argv)`` (and once as ``python -m tensortune``).
+
+One tiny matmul is really tuned (compiled and measured) and its log is shared by the tests of ``best``,
+``show`` and ``bench``.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tensortune import cli
+from tensortune.autotvm.record import load_records
+from tensortune.autotvm.task import Task
+from tensortune.autotvm.tasks import create_task, task_from_workload
+
+MATMUL = ["tune", "matmul", "--shape", "M=32", "N=32", "K=32", "--tuner", "random", "--quiet", "--seed", "1"]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A log of 8 and then (resumed) 12 measured trials of a 32^3 matmul, with both runs' JSON summaries."""
+    log = tmp_path_factory.mktemp("cli") / "mm.json"
+    summaries, records = [], []
+    for trials in (8, 12):
+        out = io.StringIO()  # capsys is function-scoped
+        with contextlib.redirect_stdout(out):
+            assert cli.main([*MATMUL, "--trials", str(trials), "--log", str(log), "--json"]) == 0
+        summaries.append(json.loads(out.getvalue()))
+        records.append(load_records(log))
+    return log, summaries, records
+
+
+def test_tune_logs_every_trial_and_prints_a_json_summary(tuned):
+    log, (first, _), (records8, _) = tuned
+    assert len(records8) == 8
+    assert first["trials"] == first["new_trials"] == 8 and first["resumed_trials"] == 0
+    assert first["best_gflops"] > 0
+    best = max((r for r in records8 if r.ok), key=lambda r: -r.mean_cost)
+    assert first["best_config_index"] == best.config_index
+    assert first["best_config"] == best.config
+    assert first["log"] == str(log)
+    assert first["build_s"] > 0 and first["run_s"] > 0 and first["wall_s"] >= first["build_s"] + first["run_s"]
+
+
+def test_rerun_with_more_trials_resumes_the_log(tuned):
+    _, (first, second), (records8, records12) = tuned
+    assert len(records12) == 12
+    assert records12[:8] == records8  # the first run's lines are untouched
+    indices = [r.config_index for r in records12]
+    assert len(set(indices)) == 12  # nothing measured twice
+    assert second["trials"] == 12 and second["resumed_trials"] == 8 and second["new_trials"] == 4
+    assert second["best_gflops"] >= first["best_gflops"]
+
+
+def test_tune_text_summary(tmp_path, capsys):
+    log = tmp_path / "t.json"
+    code, out, err = run(capsys, *MATMUL, "--trials", "2", "--batch-size", "1", "--log", str(log))
+    assert code == 0
+    assert "GFLOP/s" in out and "trials    2 (2 measured now, 0 resumed from the log)" in out
+    assert f"log       {log}" in out and "config    #" in out
+    assert len(load_records(log)) == 2
+
+
+def test_best_json_is_the_fastest_record(tuned, capsys):
+    log, _, (_, records) = tuned
+    code, out, _ = run(capsys, "best", str(log), "--json")
+    assert code == 0
+    (row,) = json.loads(out)["best"]
+    fastest = min((r for r in records if r.ok), key=lambda r: r.mean_cost)
+    assert row["config_index"] == fastest.config_index and row["config"] == fastest.config
+    assert row["time_s"] == pytest.approx(fastest.mean_cost)
+    assert row["gflops"] == pytest.approx(2 * 32 ** 3 / fastest.mean_cost / 1e9)
+    assert row["template"] == "matmul" and row["args"] == [32, 32, 32] and row["records"] == 12
+    assert row["target"] == fastest.target
+
+
+def test_best_text_and_workload_selection(tuned, capsys):
+    log, _, _ = tuned
+    code, out, _ = run(capsys, "best", str(log), "--workload", "matmul(32, 32, 32)")
+    assert code == 0
+    assert out.startswith("matmul(32, 32, 32)") and "GFLOP/s" in out and "template  matmul" in out
+    key = create_task("matmul", {"M": 32, "N": 32, "K": 32}).workload_key
+    assert run(capsys, "best", str(log), "--workload", key, "--json")[0] == 0
+    code, _, err = run(capsys, "best", str(log), "--workload", "resnet18:C6")
+    assert code == 2 and "has no workload 'resnet18:C6'" in err and "matmul(32, 32, 32)" in err
+
+
+def test_show_prints_loop_ir_and_c(tuned, capsys):
+    log, _, _ = tuned
+    code, out, _ = run(capsys, "show", str(log))
+    assert code == 0
+    ir, _, c = out.partition("// ---- C source ----")
+    assert "for " in ir and "def kernel(" in ir
+    assert "#include" in c and "kernel" in c
+
+
+def test_bench_reports_tuned_default_and_numpy(tuned, capsys):
+    log, _, _ = tuned
+    code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "3", "--threads", "1")
+    assert code == 0
+    report = json.loads(out)
+    assert report["threads"] == 1
+    (w,) = report["workloads"]
+    kernels = w["kernels"]
+    for name in ("tensortune", "tensortune_default", "numpy"):
+        assert kernels[name]["gflops"] > 0 and len(kernels[name]["runs_s"]) == 3
+    assert kernels["numpy"]["tuned_speedup"] == pytest.approx(kernels["numpy"]["median_s"]
+                                                              / kernels["tensortune"]["median_s"])
+    code, out, _ = run(capsys, "bench", str(log), "--repeat", "2")
+    assert code == 0 and "numpy.matmul" in out and "tensortune, default schedule" in out
+
+
+def test_bench_never_times_a_wrong_kernel(tuned, capsys, monkeypatch):
+    log, _, _ = tuned
+    real = Task.reference
+    monkeypatch.setattr(Task, "reference", lambda self, canonical: real(self, canonical) + 1.0)
+    code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "2")
+    assert code == 1
+    (w,) = json.loads(out)["workloads"]
+    assert "wrong answer" in w["kernels"]["tensortune"]["error"]
+    assert list(w["kernels"]) == ["tensortune"]  # nothing timed
+
+
+def test_conv_peers_are_timed_or_reported_missing():
+    """PyTorch / onnxruntime (optional): either a correct, timed peer or 'not installed', never an error."""
+    for task in (create_task("conv2d", {"IC": 8, "OC": 16, "H": 6, "W": 6, "K": 3, "pad": 1}),
+                 create_task("depthwise_conv2d", {"C": 16, "H": 6, "W": 6, "K": 3, "stride": 2, "pad": 1})):
+        peers = cli._time_peers(task, threads=1, repeat=2)
+        assert set(peers) == {"torch", "onnxruntime"}, peers
+        for result in peers.values():
+            assert result == {"unavailable": "not installed"} or result["median_s"] > 0, result
+
+
+USER_ERRORS = [
+    (["tune", "conv3d", "--shape", "H=1", "--log", "{log}"], "unknown operator 'conv3d'"),
+    (["tune", "conv2d", "--shape", "H=28", "W=28", "IC=128", "--log", "{log}"], "shape parameter OC="),
+    (["tune", "conv2d", "--shape", "H28", "--log", "{log}"], "malformed shape parameter 'H28'"),
+    (["tune", "matmul", "--shape", "M=a", "N=1", "K=1", "--log", "{log}"], "M must be an integer"),
+    (["tune", "matmul", "--log", "{log}"], "matmul needs --shape M=... N=... K=..."),
+    (["tune", "--shape", "M=4", "N=4", "K=4", "matmul", "--log", "{log}"], "name the operator before --shape"),
+    (["tune", "--workload", "resnet18:C99", "--log", "{log}"], "no workload 'C99'"),
+    (["tune", "--workload", "resnet18:C6", "--shape", "H=1", "--log", "{log}"], "not both"),
+    (["tune", "matmul", "--shape", "M=4", "N=4", "K=4", "--tuner", "annealing", "--log", "{log}"],
+     "invalid choice: 'annealing'"),
+    (["tune", "matmul", "--shape", "M=4", "N=4", "K=4", "--template", "conv2d_nchwc", "--log", "{log}"],
+     "does not compute matmul"),
+    (["tune", "matmul", "--shape", "M=4", "N=4", "K=4", "--trials", "0", "--log", "{log}"], "positive integer"),
+    (["tune", "matmul", "--shape", "M=4", "N=4", "K=4"], "required: --log"),
+    (["tune", "matmul", "--shape", "M=4", "N=4", "K=4", "--log", "{tmp}/no/such/dir/log.json"], "does not exist"),
+    (["best", "{tmp}/missing.json"], "no such log file"),
+    (["show", "{tmp}/missing.json"], "no such log file"),
+    (["bench", "{tmp}/missing.json"], "no such log file"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+]
+
+
+@pytest.mark.parametrize("argv,message", USER_ERRORS, ids=[" ".join(a[:2]) + f" ({m})" for a, m in USER_ERRORS])
+def test_user_errors_exit_2_with_one_clear_line(tmp_path, capsys, argv, message):
+    argv = [a.format(log=tmp_path / "log.json", tmp=tmp_path) for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("tensortune: error: ") and message in err, err
+    assert not (tmp_path / "log.json").exists()  # nothing tuned
+
+
+def test_log_without_records(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("\n".join(["not json"] * 10 + ['{"v": 99}']) + "\n")
+    code, _, err = run(capsys, "best", str(bad))
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[-1] == f"tensortune: error: {bad} holds no tuning records; create one with " \
+                        f"'tensortune tune ... --log {bad}'"
+    assert len(lines) == 5 and "8 more lines skipped" in lines[3]  # three warnings, then a count
+
+
+def test_parse_shape():
+    assert cli.parse_shape(["H=28", "W=28", "pad=0"]) == {"H": 28, "W": 28, "pad": 0}
+    for bad, message in ((["H28"], "malformed"), (["=3"], "malformed"), (["H="], "malformed"),
+                         (["H=2.5"], "integer"), (["H=1", "H=2"], "twice")):
+        with pytest.raises(cli.CLIError, match=message):
+            cli.parse_shape(bad)
+
+
+def test_conv2d_shape_and_workload_name_the_same_task():
+    args = cli.build_parser().parse_args(["tune", "conv2d", "--shape", "H=28", "W=28", "IC=128", "OC=128", "K=3",
+                                          "stride=1", "pad=1", "--log", "x"])
+    task = cli._task_from_args(args)
+    assert task.workload_key == task_from_workload("resnet18:C6").workload_key
+    assert cli._workload_name(task) == "resnet18:C6"
+    args = cli.build_parser().parse_args(["tune", "--workload", "mobilenet:D3", "--template",
+                                          "depthwise_conv2d_nchwc", "--log", "x"])
+    assert cli._workload_name(cli._task_from_args(args)) == "mobilenet:D3"
+    assert cli._workload_name(create_task("matmul", {"M": 8, "N": 8, "K": 8})) is None
+
+
+def test_python_dash_m_runs_the_cli(tuned):
+    log, _, _ = tuned
+    proc = subprocess.run([sys.executable, "-m", "tensortune", "best", str(log), "--json"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["best"][0]["gflops"] > 0
+    proc = subprocess.run([sys.executable, "-m", "tensortune", "best"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "required: FILE" in proc.stderr
+
+
+def test_check_output_tolerance():
+    expected = np.full((4, 4), 100.0, np.float32)
+    assert cli._check_output(expected + 0.05, expected) is None
+    assert "wrong answer" in cli._check_output(expected + 1.0, expected)
+    assert "wrong answer" in cli._check_output(np.full_like(expected, np.nan), expected)
