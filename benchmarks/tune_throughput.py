@@ -26,7 +26,7 @@ METASCHEDULE_S_PER_TRIAL = 1.1  # TVM MetaSchedule on this machine, seconds per 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=128)
-    p.add_argument("--tuner", choices=["random", "ga"], default="random")
+    p.add_argument("--tuner", choices=["random", "ga", "xgb", "xgb-reg"], default="random")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")

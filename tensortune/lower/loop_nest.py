@@ -12,13 +12,13 @@ from math import prod
 
 from ..errors import LoweringError, ScheduleError
 from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Stmt, Store, seq
-from ..te.expr import (AxisKind, Binary, BinOp, Compare, CmpOp, Const, Expr, Reduce, Reducer, TensorRead, Var,
-                       free_vars, substitute, transform, walk)
+from ..te.expr import (AxisKind, Binary, BinOp, Call, Cast, Compare, CmpOp, Const, Expr, Not, Reduce, Reducer, Select,
+                       TensorRead, Var, free_vars, substitute, transform, walk)
 from ..te.tensor import Tensor
 from ..schedule.schedule import INLINE, ROOT, AttachAt, FuseRel, Schedule, SplitRel, StageState
 from ..schedule.steps import Annotation
 from ..ir.nodes import Load
-from .arith import Ranges, bounds, region, simplify
+from .arith import Ranges, bounds, from_linear, linear, region, simplify
 
 _FOR_KIND = {Annotation.SERIAL: ForKind.SERIAL, Annotation.UNROLL: ForKind.UNROLLED,
              Annotation.VECTORIZE: ForKind.VECTORIZED, Annotation.PARALLEL: ForKind.PARALLEL}
@@ -296,9 +296,18 @@ class _Builder:
         return self.buffers[st.name]
 
     def _flat(self, buf: Buffer, idx: list[Expr], ranges: Ranges) -> Expr:
-        flat: Expr = Const(0)
+        # Combine the dimensions' linear forms directly (fast path); simplify only non-linear leftovers.
+        terms: dict = {}
+        const = 0
         for d in range(len(idx)):
-            flat = flat + idx[d] * prod(buf.shape[d + 1:])
+            stride = prod(buf.shape[d + 1:])
+            t, c = linear(idx[d])
+            const += c * stride
+            for atom, coef in t.items():
+                terms[atom] = terms.get(atom, 0) + coef * stride
+        flat = from_linear({a: c for a, c in terms.items() if c}, const)
+        if all(isinstance(a, Var) for a in terms):
+            return flat
         return simplify(flat, ranges)
 
     def _loads(self, e: Expr, ranges: Ranges) -> Expr:
@@ -313,7 +322,25 @@ class _Builder:
                 return Load(buf, self._flat(buf, idx, ranges))
             return n
 
-        return simplify(transform(e, conv), ranges)
+        out = transform(e, conv)
+        return simplify(out, ranges) if _needs_simplify(out) else out
+
+
+def _needs_simplify(e: Expr) -> bool:
+    """Whether anything outside the (already flat) load indices could simplify: integer arithmetic,
+    comparisons, selects, casts or constant operands."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Load):
+            continue
+        if isinstance(n, (Compare, Select, Not, Cast, Call)) or (isinstance(n, Binary) and
+                                                                  (n.dtype.is_int or isinstance(n.a, Const) or
+                                                                   isinstance(n.b, Const))):
+            return True
+        if isinstance(n, Binary):
+            stack += (n.a, n.b)
+    return False
 
 
 def _reads(body: Expr) -> set[str]:

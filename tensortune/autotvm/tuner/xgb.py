@@ -1,8 +1,9 @@
 """Model-based tuning: a cost model learned from measurements steers simulated annealing.
 
-After each measured batch the model is refit. The next batch is chosen among the best configs
-the annealing chains find under the model (chains persist across batches), picked greedily for
-both predicted score and diversity of knob values, plus a few random configs (epsilon-greedy).
+After each measured batch the model is refit. Every ``plan_size`` measurements, simulated annealing
+under the model (chains persist across runs) finds the best configs, of which a plan of
+``plan_size`` is picked greedily for diversity of knob values among the top scorers. Each batch
+takes the plan's best under the refit model, plus a few random configs (epsilon-greedy).
 With ``history`` (records of other workloads), a global model on structure-invariant features
 seeds the predictions, with a weight that decays as local measurements accumulate.
 """
@@ -115,6 +116,8 @@ class XGBTuner(Tuner):
         self.sa = SimulatedAnnealing(self.space, self.rng, n_chains=n_chains, n_steps=n_steps)
         self.xs: list[int] = []
         self.ys: list[float] = []
+        self.plan: list[int] = []  # configs picked by the last annealing run, best first
+        self._measured_since_plan = 0
         self.global_model: XGBCostModel | None = None
         if history is not None:
             self.global_model = train_global_model(history, exclude=task.workload_key, seed=seed or 0)
@@ -125,6 +128,7 @@ class XGBTuner(Tuner):
         for inp, res in zip(inputs, results):
             self.xs.append(inp.config_index)
             self.ys.append(self.flops_of(res))
+        self._measured_since_plan += len(inputs)
         y = np.asarray(self.ys, np.float32)
         if len(y) and y.max() > 0:
             X = self.features(self.xs)
@@ -146,11 +150,19 @@ class XGBTuner(Tuner):
     def _propose(self, n: int) -> list[int]:
         if not self.model.trained and self.global_model is None:
             return self._fill([], n)
-        exclude = self.visited | self._invalid
-        candidates = self.sa.find_maximums(self.score, max(self.plan_size, n), exclude)
+        self.plan = [i for i in self.plan if self._is_fresh(i, set())]
+        if len(self.plan) < n or self._measured_since_plan >= self.plan_size:
+            # Re-plan: anneal under the current model, keep a diverse set of its best configs.
+            exclude = self.visited | self._invalid
+            found = self.sa.find_maximums(self.score, 2 * max(self.plan_size, n), exclude)
+            self.plan = diverse_pick(found, self.score(found), max(self.plan_size, n), self.space) if found else []
+            self._measured_since_plan = 0
+        elif self.plan:
+            # The model was refit since the plan was made: re-rank what is left (features are cached).
+            order = np.argsort(-self.score(self.plan), kind="stable")
+            self.plan = [self.plan[j] for j in order]
         n_model = n - int(round(self.epsilon * n)) if n > 1 else n
-        batch = diverse_pick(candidates, self.score(candidates), n_model, self.space) if candidates else []
-        batch = [i for i in batch if self._is_fresh(i, set())]
+        batch, self.plan = self.plan[:n_model], self.plan[n_model:]
         return self._fill(batch, n)
 
 

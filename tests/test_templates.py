@@ -1,0 +1,46 @@
+"""Every template: random configs compile and equal numpy (weights packed by ``prepare``)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from tensortune.autotvm.task import Task
+from tensortune.autotvm.tasks import create_task
+from tensortune.autotvm.templates import TEMPLATES
+
+CASES = [
+    ("matmul", (48, 64, 40)),
+    ("matmul", (33, 40, 17)),
+    ("conv2d_nchwc", (1, 16, 12, 12, 32, 3, 1, 1)),
+    ("conv2d_nchwc", (1, 3, 15, 15, 16, 5, 2, 2)),
+    ("conv2d_nchw_spatial_pack", (1, 16, 12, 12, 32, 3, 1, 1)),
+    ("conv2d_nchw_spatial_pack", (1, 8, 14, 14, 16, 1, 2, 0)),
+    ("depthwise_conv2d_nchwc", (1, 32, 14, 14, 3, 1, 1)),
+    ("depthwise_conv2d_nchwc", (1, 16, 15, 15, 3, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("name,args", CASES)
+def test_random_configs_equal_numpy(name, args):
+    task = Task(TEMPLATES[name], args, tt.Target.host())
+    canonical = task.make_inputs(0)
+    ref = task.reference(canonical)
+    for index in task.space.sample(4, random.Random(hash(name) % 1000)):
+        sch, op = task.instantiate(index)
+        mod = tt.build(sch, op.args)
+        out = np.full(op.output.shape, np.nan, op.output.dtype.numpy)
+        mod(*task.kernel_inputs(index, canonical), out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=f"{name}{args} config {index}")
+
+
+def test_workload_key_is_stable_and_tasks_pickle():
+    import pickle
+
+    t = create_task("conv2d", {"IC": 16, "OC": 32, "H": 12, "W": 12, "K": 3, "pad": 1})
+    assert t.workload_key == '["conv2d_nchw_spatial_pack",[1,16,12,12,32,3,1,1]]'
+    t2 = pickle.loads(pickle.dumps(t))
+    assert t2 == t and t2.workload_key == t.workload_key and len(t2.space) == len(t.space)
+    assert t.flops == 2 * 32 * 12 * 12 * 16 * 9
