@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-WORKLOADS = ("resnet18:C1", "resnet18:C2", "resnet18:C5", "resnet18:C6", "matmul:512")
+WORKLOADS = ("resnet18:C6", "matmul:512", "resnet18:C2", "resnet18:C5", "resnet18:C1")
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,9 @@ def analyse(workloads, methods, out: Path, plot: bool) -> dict:
                 "trials_to_90pct": [trials_to_reach(c, 0.9 * best) for c in cs],
                 "trials_to_95pct": [trials_to_reach(c, 0.95 * best) for c in cs],
             }
+        quality = model_quality(out / key.replace(":", "_") / "random_seed0.json", task)
+        if quality:
+            row["model_quality"] = quality
         if "random" in curves and "xgb" in curves:
             target = float(np.mean([c[-1] for c in curves["random"]]))
             hits = [trials_to_reach(c, target) for c in curves["xgb"]]
@@ -108,6 +111,32 @@ def analyse(workloads, methods, out: Path, plot: bool) -> dict:
         if plot:
             _plot(key, curves, out / f"{key.replace(':', '_')}.png")
     return summary
+
+
+def model_quality(log: Path, task, train_frac: float = 0.5) -> dict | None:
+    """Cost-model quality on held-out measurements: train on the first part of a random-search log,
+    report pairwise ranking accuracy and the top-k peak score on the rest, for both losses."""
+    from tensortune.autotvm.cost_model import XGBCostModel, pairwise_accuracy, topk_peak
+    from tensortune.autotvm.features import FeatureExtractor
+    from tensortune.autotvm.record import load_records, task_records
+
+    if not log.exists():
+        return None
+    recs = task_records(load_records(log), task)
+    if len(recs) < 64:
+        return None
+    X = FeatureExtractor(task)([r.config_index for r in recs])
+    y = np.array([task.flops / r.mean_cost if r.ok else 0.0 for r in recs])
+    n = int(len(recs) * train_frac)
+    out = {"train": n, "test": len(recs) - n}
+    for loss in ("rank", "reg"):
+        m = XGBCostModel(loss)
+        m.fit(X[:n], y[:n] / y[:n].max())
+        p = m.predict(X[n:])
+        out[loss] = {"pairwise_accuracy": round(pairwise_accuracy(y[n:], p), 3),
+                     "top8_peak": round(topk_peak(y[n:], p, 8), 3),
+                     "top32_peak": round(topk_peak(y[n:], p, 32), 3)}
+    return out
 
 
 def _plot(key: str, curves: dict, path: Path) -> None:
@@ -161,6 +190,8 @@ def main() -> None:
     summary = analyse(workloads, methods, out, plot=True)
     print(markdown(summary))
     for key, row in summary.items():
+        if "model_quality" in row:
+            print(f"{key}: cost model on held-out random-search measurements: {row['model_quality']}")
         if "xgb_trials_to_random_final" in row:
             print(f"{key}: xgb runs reach random search's final best after {row['xgb_trials_to_random_final']} trials")
     if args.json:
