@@ -15,9 +15,9 @@ import math
 import re
 
 from ..dtype import DType
-from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Scope, Seq, Stmt, Store
+from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..runtime.target import Target
-from ..te.expr import (Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, MathFunc, Not, Select, Var,
+from ..te.expr import (Binary, BinOp, Call, Cast, Compare, Const, Expr, MathFunc, Not, Select, Var,
                        free_vars, substitute, walk)
 from ..lower.arith import linear, simplify
 from .. import __version__

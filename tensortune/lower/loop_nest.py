@@ -15,7 +15,7 @@ from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Sco
 from ..te.expr import (AxisKind, Binary, BinOp, Call, Cast, Compare, CmpOp, Const, Expr, Not, Reduce, Reducer, Select,
                        TensorRead, Var, free_vars, substitute, transform, walk)
 from ..te.tensor import Tensor
-from ..schedule.schedule import INLINE, ROOT, AttachAt, FuseRel, Schedule, SplitRel, StageState
+from ..schedule.schedule import INLINE, ROOT, AttachAt, Schedule, SplitRel, StageState
 from ..schedule.steps import Annotation
 from ..ir.nodes import Load
 from .arith import Ranges, bounds, from_linear, linear, region, simplify

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
-from ..te.expr import Const, Expr, substitute
+from ..te.expr import Const, substitute
 from .arith import Ranges, simplify
 
 _EMPTY = Seq(())

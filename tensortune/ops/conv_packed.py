@@ -7,8 +7,6 @@ are packed once by ``Operator.prepare`` outside the timed region.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .. import te
 from ..errors import ShapeError
 from ..runtime import Target
@@ -122,4 +120,4 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int =
                     ((N, C, H, W), (C, 1, K, K)))
 
 
-__all__ = ["conv2d_nchwc", "conv2d_spatial_pack", "depthwise_conv2d_nchwc", "np"]
+__all__ = ["conv2d_nchwc", "conv2d_spatial_pack", "depthwise_conv2d_nchwc"]

@@ -13,7 +13,6 @@ from ..dtype import DType
 from ..errors import ShapeError
 from ..runtime import Target
 from ..schedule import Schedule, create_schedule
-from ..te import Tensor
 from .operator import Operator, largest_divisor
 
 
@@ -114,4 +113,4 @@ def _schedule(op: Operator, target: Target) -> Schedule:
     return s
 
 
-__all__ = ["matmul", "dense", "Tensor"]
+__all__ = ["matmul", "dense"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import ExprError, ScheduleError
-from ..te.expr import AxisKind, IterVar, Reduce, TensorRead, Var, substitute, transform, walk
+from ..te.expr import AxisKind, IterVar, TensorRead, Var, transform, walk
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .steps import (Annotate, Annotation, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse,
                     Reorder, Split, Step)
@@ -510,4 +510,4 @@ _APPLY = {
     CacheWrite: _apply_cache_write, CacheRead: _apply_cache_read,
 }
 
-__all__ = ["Axis", "Schedule", "StageHandle", "create_schedule", "Reduce", "substitute"]
+__all__ = ["Axis", "Schedule", "StageHandle", "create_schedule"]

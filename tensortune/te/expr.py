@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any, Callable, Iterator, Union
 
 from ..dtype import DType
-from ..errors import DTypeError, ExprError
+from ..errors import DTypeError, ExprError, ShapeError
 
 _uid = itertools.count()
 
@@ -295,7 +295,8 @@ class TensorRead(Expr):
     def __post_init__(self):
         shape = self.tensor.shape
         if len(self.indices) != len(shape):
-            raise ExprError_shape(self.tensor, len(self.indices))
+            raise ShapeError(f"tensor '{self.tensor.name}' has {len(shape)} dimensions {tuple(shape)} "
+                             f"but was indexed with {len(self.indices)} indices")
         for i, idx in enumerate(self.indices):
             if not idx.dtype.is_int:
                 raise DTypeError(
@@ -308,13 +309,6 @@ class TensorRead(Expr):
         return self.tensor.dtype
 
 
-def ExprError_shape(tensor, n):  # noqa: N802 - builds the error raised above
-    from ..errors import ShapeError
-
-    return ShapeError(
-        f"tensor '{tensor.name}' has {len(tensor.shape)} dimensions {tuple(tensor.shape)} "
-        f"but was indexed with {n} indices"
-    )
 
 
 @dataclass(frozen=True, slots=True)
