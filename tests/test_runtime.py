@@ -392,3 +392,19 @@ def test_cache_dir_respected(monkeypatch, tmp_path):
     assert (tmp_path / "mine") in path.parents
     assert path.with_suffix(".c").read_text() == ADD_ONE
     assert os.path.getsize(path) > 0
+
+
+def test_unload_library_forgets_and_closes_it(tmp_path, monkeypatch):
+    """A measuring worker unloads each candidate: thousands of loaded libraries exhaust the process's mappings."""
+    from tensortune.runtime import compiler as comp
+
+    monkeypatch.setenv("TENSORTUNE_CACHE_DIR", str(tmp_path))
+    src = "#include <stdint.h>\nint32_t seven(void** a, int32_t n) { return 7; }\n"
+    path = comp.compile_shared(src, Target.host())
+    lib = comp.load_library(path)
+    assert lib.seven(None, 1) == 7
+    comp.unload_library(path)
+    assert str(path.resolve()) not in comp._loaded
+    comp.unload_library(path)  # unloading twice is harmless
+    assert comp.load_library(path).seven(None, 1) == 7  # and it can be loaded again
+    comp.unload_library(path)

@@ -1,7 +1,9 @@
 """Find a C compiler, build shared libraries with a content-addressed disk cache, and load them."""
 from __future__ import annotations
 
+import _ctypes
 import ctypes
+import ctypes.util
 import functools
 import hashlib
 import json
@@ -130,6 +132,30 @@ def _write_atomic(path: Path, text: str) -> Path:
 
 _loaded: dict[str, ctypes.CDLL] = {}
 _loaded_lock = threading.Lock()
+
+
+def unload_library(path: Path | str) -> None:
+    """Forget and dlclose a library loaded by ``load_library`` (its functions must not be called again).
+
+    A process that measures thousands of candidates must unload them: each loaded library holds memory
+    mappings, and the kernel refuses new ones past ``vm.max_map_count``.
+    """
+    key = str(Path(path).resolve())
+    with _loaded_lock:
+        lib = _loaded.pop(key, None)
+    if lib is not None:
+        _pin_openmp_runtime()
+        _ctypes.dlclose(lib._handle)
+
+
+@functools.lru_cache(maxsize=1)
+def _pin_openmp_runtime() -> None:
+    """Keep the OpenMP runtime loaded for the life of the process: if closing the last kernel that
+    uses it unloaded it, its idle pool threads would run unmapped code and crash the process."""
+    for name in ("gomp", "omp", "iomp5"):
+        found = ctypes.util.find_library(name)
+        if found:
+            ctypes.CDLL(found, mode=ctypes.RTLD_GLOBAL)
 
 
 def load_library(path: Path | str) -> ctypes.CDLL:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...errors import TensortuneError
 from ...runtime import Module
+from ...runtime.compiler import unload_library
 from ...runtime.timer import timer_functions
 from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 
@@ -198,16 +199,20 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
     inputs = task.kernel_inputs(inp.config_index, data.canonical)  # weights packed for this config
     conn.send("started")
     module = Module(build.lib_path, build.entry, build.args, build.workspaces, num_threads=options.num_threads)
-    # Poison the output so an element the kernel forgets to write fails the check.
-    data.output.fill(np.nan if data.output.dtype.kind == "f" else 123)
-    module(*inputs, data.output)  # also the warm-up call
-    if options.check_correctness:
-        scale = max(1.0, float(np.max(np.abs(data.expected), initial=0.0)))
-        if not np.allclose(data.output, data.expected, rtol=RTOL, atol=ATOL * scale):
-            worst = float(np.max(np.abs(data.output.astype(np.float64) - data.expected)))  # nan if any is nan
-            return (), ErrorKind.WRONG_ANSWER, (f"output differs from the numpy reference: max abs error {worst:.3g} "
-                                                f"(allowed {ATOL * scale:.3g} + {RTOL} * |expected|)")
-    return _time(module, (*inputs, data.output), options), ErrorKind.NONE, ""
+    try:
+        # Poison the output so an element the kernel forgets to write fails the check.
+        data.output.fill(np.nan if data.output.dtype.kind == "f" else 123)
+        module(*inputs, data.output)  # also the warm-up call
+        if options.check_correctness:
+            scale = max(1.0, float(np.max(np.abs(data.expected), initial=0.0)))
+            if not np.allclose(data.output, data.expected, rtol=RTOL, atol=ATOL * scale):
+                worst = float(np.max(np.abs(data.output.astype(np.float64) - data.expected)))  # nan if any is nan
+                return (), ErrorKind.WRONG_ANSWER, (f"output differs from the numpy reference: max abs error "
+                                                    f"{worst:.3g} (allowed {ATOL * scale:.3g} + {RTOL} * |expected|)")
+        return _time(module, (*inputs, data.output), options), ErrorKind.NONE, ""
+    finally:
+        del module
+        unload_library(build.lib_path)  # a long tuning run loads thousands of candidates into this worker
 
 
 def _time(module: Module, arrays: tuple[np.ndarray, ...], options: RunOptions) -> tuple[float, ...]:
