@@ -143,6 +143,12 @@ class Const(Expr):
             object.__setattr__(self, "value", int(bool(self.value)))
 
 
+def _check_same_dtype(op: str, a: Expr, b: Expr) -> None:
+    if a.dtype != b.dtype:
+        raise DTypeError(f"operands of '{op}' have different dtypes: ({a}) is {a.dtype}, ({b}) is {b.dtype}; "
+                         "cast one of them with .astype()")
+
+
 @dataclass(frozen=True, slots=True)
 class Binary(Expr):
     """Arithmetic or logical binary operation on operands of one dtype."""
@@ -152,11 +158,7 @@ class Binary(Expr):
     b: Expr
 
     def __post_init__(self):
-        if self.a.dtype != self.b.dtype:
-            raise DTypeError(
-                f"operands of '{self.op.value}' have different dtypes: ({self.a}) is {self.a.dtype}, "
-                f"({self.b}) is {self.b.dtype}; cast one of them with .astype()"
-            )
+        _check_same_dtype(self.op.value, self.a, self.b)
         if self.op in (BinOp.AND, BinOp.OR) and self.a.dtype is not DType.bool:
             raise DTypeError(f"'{self.op.value}' needs boolean operands, got {self.a.dtype}")
         if self.op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and not self.a.dtype.is_int:
@@ -178,11 +180,7 @@ class Compare(Expr):
     b: Expr
 
     def __post_init__(self):
-        if self.a.dtype != self.b.dtype:
-            raise DTypeError(
-                f"operands of '{self.op.value}' have different dtypes: ({self.a}) is {self.a.dtype}, "
-                f"({self.b}) is {self.b.dtype}"
-            )
+        _check_same_dtype(self.op.value, self.a, self.b)
 
     @property
     def dtype(self) -> DType:
@@ -307,8 +305,6 @@ class TensorRead(Expr):
     @property
     def dtype(self) -> DType:
         return self.tensor.dtype
-
-
 
 
 @dataclass(frozen=True, slots=True)
