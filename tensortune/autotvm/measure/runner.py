@@ -35,12 +35,14 @@ class RunOptions:
 
     ``timeout`` bounds one candidate (loading, checking and timing). ``flush_cache`` overwrites a
     buffer larger than the last-level cache before each repeat (``min_repeat_ms`` is then ignored).
-    ``cooldown_s`` sleeps between candidates.
+    ``cooldown_s`` sleeps between candidates. ``min_repeat_ms`` (default 2 ms) raises ``number`` for
+    small kernels: a repeat of a few microsecond-long calls is dominated by timer and scheduling noise,
+    and the tuner's best would be the luckiest draw rather than the fastest kernel.
     """
 
     number: int = 4
     repeat: int = 3
-    min_repeat_ms: float = 0.0
+    min_repeat_ms: float = 2.0
     timeout: float = 10.0
     check_correctness: bool = True
     flush_cache: bool = False

@@ -1,7 +1,8 @@
 """Model-based tuning: a cost model learned from measurements steers simulated annealing.
 
 After each measured batch the model is refit. Every ``plan_size`` measurements, simulated annealing
-under the model (chains persist across runs) finds the best configs, of which a plan of
+under the model (chains persist across runs; a quarter restart from the fastest measured configs)
+finds the best configs, of which a plan of
 ``plan_size`` is picked greedily for diversity of knob values among the top scorers. Each batch
 takes the plan's best under the refit model, plus a few random configs (epsilon-greedy).
 With ``history`` (records of other workloads), a global model on structure-invariant features
@@ -147,12 +148,24 @@ class XGBTuner(Tuner):
         return self.model.predict(X, self._margin(X))
 
     # -- proposing -------------------------------------------------------------
+    def _seed_chains(self) -> None:
+        """Restart a quarter of the annealing chains from the fastest measured configs, so that each
+        plan also refines around what is known to be fast (the other chains keep exploring)."""
+        k = self.sa.n_chains // 4
+        best = [self.xs[j] for j in np.argsort(-np.asarray(self.ys), kind="stable")[:k] if self.ys[j] > 0]
+        if not best:
+            return
+        if not self.sa.points:
+            self.sa.points = self.space.sample(self.sa.n_chains, self.rng)
+        self.sa.points[-len(best):] = best
+
     def _propose(self, n: int) -> list[int]:
         if not self.model.trained and self.global_model is None:
             return self._fill([], n)
         self.plan = [i for i in self.plan if self._is_fresh(i, set())]
         if len(self.plan) < n or self._measured_since_plan >= self.plan_size:
             # Re-plan: anneal under the current model, keep a diverse set of its best configs.
+            self._seed_chains()
             exclude = self.visited | self._invalid
             found = self.sa.find_maximums(self.score, 2 * max(self.plan_size, n), exclude)
             self.plan = diverse_pick(found, self.score(found), max(self.plan_size, n), self.space) if found else []
