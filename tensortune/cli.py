@@ -15,8 +15,6 @@ import argparse
 import json
 import math
 import os
-import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -30,11 +28,7 @@ from . import __version__, workloads
 from .errors import TensortuneError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-RTOL = ATOL = 1e-3  # as the measurement runner checks candidates (atol scaled by the largest |expected|)
 MIN_REPEAT_MS = 20.0  # each timed repeat of ``bench`` lasts at least this long
-PEER_WORKER = "_peer-worker"  # hidden first argument: time the peer libraries in a child process
-# Set on some machines to work around old OpenBLAS bugs; they slow a current numpy, so peers run without them.
-OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 class CLIError(TensortuneError, ValueError):
@@ -137,8 +131,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == [PEER_WORKER]:
-        return _peer_worker_main()
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
@@ -339,6 +331,12 @@ def _selected(task, select: str) -> bool:
     return select in (task.workload_key, str(task), _workload_name(task))
 
 
+def _operator_of(template: str) -> str | None:
+    from .autotvm.tasks import operator_of
+
+    return operator_of(template)
+
+
 def _workload_name(task) -> str | None:
     """The shipped workload (``resnet18:C6``) with the task's operator and shape, if any."""
     return _workload_names().get((_operator_of(task.name), tuple(task.args)))
@@ -347,12 +345,6 @@ def _workload_name(task) -> str | None:
 def _label(task) -> str:
     name = _workload_name(task)
     return f"{name} {task}" if name else str(task)
-
-
-def _operator_of(template: str) -> str | None:
-    from .autotvm.tasks import OPERATOR_TEMPLATES
-
-    return next((op for op, names in OPERATOR_TEMPLATES.items() if template in names), None)
 
 
 _WORKLOAD_NAMES: dict[tuple[str | None, tuple], str] = {}
@@ -418,6 +410,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from .build import build
     from .env import settings
+    from .peers import plain_operator, time_module, time_peers
 
     threads = args.threads or settings().num_threads
     bests = _best_records(args.log, args.workload)
@@ -433,16 +426,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report["workloads"].append(entry)
         sch, op = task.instantiate(idx)
         tuned = build(sch, list(op.args), task.target)
-        timed = _time_tensortune(tuned, task.kernel_inputs(idx, canonical), op, expected, threads, args.repeat)
+        timed = time_module(tuned, task.kernel_inputs(idx, canonical), op, expected, threads, args.repeat,
+                            MIN_REPEAT_MS)
         entry["kernels"]["tensortune"] = timed
         if "error" in timed:  # never report a wrong kernel's speed
             status = EXIT_FAILED
             continue
-        base = _baseline_operator(task)
+        base = plain_operator(task)
         base_mod = build(base.default_schedule(task.target), list(base.args), task.target)
-        entry["kernels"]["tensortune_default"] = _time_tensortune(base_mod, base.prepare(*canonical), base, expected,
-                                                                  threads, args.repeat)
-        entry["kernels"].update(_time_peers(task, threads, args.repeat))
+        entry["kernels"]["tensortune_default"] = time_module(base_mod, base.prepare(*canonical), base,
+                                                             np.asarray(base.reference(*canonical)), threads,
+                                                             args.repeat, MIN_REPEAT_MS)
+        entry["kernels"].update(time_peers(task, threads, args.repeat, MIN_REPEAT_MS))
         for k in entry["kernels"].values():
             if "median_s" in k:
                 k["gflops"] = task.flops / k["median_s"] / 1e9
@@ -454,177 +449,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return status
 
 
-def _baseline_operator(task):
-    """The plain operator of ``tensortune.ops`` that the task computes; its default schedule is the baseline."""
-    from . import ops
-
-    op = _operator_of(task.name)
-    a = task.args
-    if op == "matmul" and len(a) == 3:
-        return ops.matmul(*a)
-    if op == "conv2d" and len(a) == 8:
-        n, c, h, w, o, k, stride, pad = a
-        return ops.conv2d_nchw(n, c, h, w, o, k, stride=stride, pad=pad)
-    if op == "depthwise_conv2d" and len(a) == 7:
-        n, c, h, w, k, stride, pad = a
-        return ops.depthwise_conv2d_nchw(n, c, h, w, k, stride=stride, pad=pad)
-    return task.operator  # another template: the default schedule of the template's own operator
-
-
-def _check_output(out: np.ndarray, expected: np.ndarray) -> str | None:
-    """None if ``out`` matches ``expected`` (the runner's tolerance), else what is wrong."""
-    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
-    if out.shape != expected.shape:
-        return f"output shape {out.shape}, expected {expected.shape}"
-    if np.allclose(out, expected, rtol=RTOL, atol=ATOL * scale):
-        return None
-    worst = float(np.max(np.abs(out.astype(np.float64) - expected)))
-    return f"wrong answer: max abs error {worst:.3g} against the numpy reference"
-
-
-def _time_tensortune(module, inputs: list[np.ndarray], op, expected: np.ndarray, threads: int,
-                     repeat: int) -> dict[str, Any]:
-    out = op.empty_output()
-    out.fill(np.nan)  # an element the kernel forgets to write fails the check
-    module(*inputs, out, num_threads=threads)
-    problem = _check_output(out, expected)
-    if problem:
-        return {"error": problem}
-    t = module.time_evaluator(number=1, repeat=repeat, min_repeat_ms=MIN_REPEAT_MS, num_threads=threads)(
-        *inputs, out)
-    return {"median_s": t.median, "runs_s": list(t.results)}
-
-
-def _time_peers(task, threads: int, repeat: int) -> dict[str, dict]:
-    """Peers timed in a child process: their thread pools stay apart from ours, and OpenBLAS overrides are off."""
-    spec = {"template": task.name, "args": list(task.args), "target": str(task.target), "threads": threads,
-            "repeat": repeat}
-    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(threads)
-    proc = subprocess.run([sys.executable, "-m", "tensortune", PEER_WORKER], input=json.dumps(spec), env=env,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"peers": {"error": f"the peer process failed (exit code {proc.returncode}): {tail}"}}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _peer_worker_main() -> int:
-    """In the child: read the spec on stdin, print the peers' timings as one JSON line."""
-    spec = json.loads(sys.stdin.read())
-    from .autotvm.task import Task
-    from .autotvm.templates import TEMPLATES
-    from .runtime import Target
-
-    task = Task(TEMPLATES[spec["template"]], tuple(spec["args"]), Target.parse(spec["target"]))
-    canonical = task.make_inputs(seed=0)
-    expected = np.asarray(task.reference(canonical))
-    out = {}
-    for name, make in _peers(task):
-        try:
-            fn = make(canonical, spec["threads"])
-        except ImportError:
-            out[name] = {"unavailable": "not installed"}
-            continue
-        result = fn()
-        problem = _check_output(np.asarray(result), expected)
-        if problem:
-            out[name] = {"error": problem}
-            continue
-        runs = _time_callable(fn, spec["repeat"], MIN_REPEAT_MS)
-        out[name] = {"median_s": statistics.median(runs), "runs_s": runs}
-    print(json.dumps(out))
-    return EXIT_OK
-
-
-PeerFactory = Callable[[list[np.ndarray], int], Callable[[], np.ndarray]]
-
-
-def _peers(task) -> list[tuple[str, PeerFactory]]:
-    """The peer implementations of the task's operator: (name, factory of a call returning the output)."""
-    op = _operator_of(task.name)
-    if op == "matmul":
-        return [("numpy", _numpy_matmul)] if len(task.args) == 3 else []
-    if op in ("conv2d", "depthwise_conv2d"):
-        a = task.args
-        stride, pad = a[-2], a[-1]
-        groups = a[1] if op == "depthwise_conv2d" else 1
-        return [("torch", lambda c, t: _torch_conv(c, t, stride, pad, groups)),
-                ("onnxruntime", lambda c, t: _onnx_conv(c, t, stride, pad, groups))]
-    return []
-
-
-def _numpy_matmul(canonical: list[np.ndarray], threads: int) -> Callable[[], np.ndarray]:
-    a, b = canonical
-    c = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    return lambda: np.matmul(a, b, out=c)  # BLAS threads: OPENBLAS_NUM_THREADS etc. set by the parent
-
-
-def _torch_conv(canonical, threads: int, stride: int, pad: int, groups: int) -> Callable[[], np.ndarray]:
-    import torch
-
-    torch.set_num_threads(threads)
-    x, w = (torch.from_numpy(a) for a in canonical)
-
-    def run() -> np.ndarray:
-        with torch.no_grad():
-            return torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=groups).numpy()
-
-    return run
-
-
-def _onnx_conv(canonical, threads: int, stride: int, pad: int, groups: int) -> Callable[[], np.ndarray]:
-    """One Conv node with the weights as an initializer (constant, as in a deployed model)."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    x, w = canonical
-    out_shape = (x.shape[0], w.shape[0], (x.shape[2] + 2 * pad - w.shape[2]) // stride + 1,
-                 (x.shape[3] + 2 * pad - w.shape[3]) // stride + 1)
-    node = helper.make_node("Conv", ["X", "W"], ["Y"], kernel_shape=list(w.shape[2:]), strides=[stride, stride],
-                            pads=[pad] * 4, group=groups)
-    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
-                              [numpy_helper.from_array(w, "W")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = min(model.ir_version, 8)  # readable by older onnxruntime releases too
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    y = np.empty(out_shape, np.float32)
-    binding = session.io_binding()  # preallocated input and output: no copies or allocation per call
-    binding.bind_cpu_input("X", x)
-    binding.bind_ortvalue_output("Y", ort.OrtValue.ortvalue_from_numpy(y))
-
-    def run() -> np.ndarray:
-        session.run_with_iobinding(binding)
-        return y
-
-    return run
-
-
-def _time_callable(fn: Callable[[], Any], repeat: int, min_repeat_ms: float, calibrations: int = 5) -> list[float]:
-    """The protocol of ``Module.time_evaluator`` in Python: warm up, calibrate calls per repeat, time ``repeat``."""
-    def run(count: int) -> float:
-        start = time.perf_counter()
-        for _ in range(count):
-            fn()
-        return time.perf_counter() - start
-
-    fn()
-    count = 1
-    for _ in range(calibrations):
-        elapsed_ms = run(count) * 1e3
-        if elapsed_ms >= min_repeat_ms:
-            break
-        per_call_ms = max(elapsed_ms / count, 1e-6)
-        count = max(int(min_repeat_ms / per_call_ms) + 1, int(count * 1.618) + 1)
-    return [run(count) / count for _ in range(repeat)]
-
-
 _KERNEL_LABELS = {"tensortune": "tensortune, tuned", "tensortune_default": "tensortune, default schedule",
-                  "numpy": "numpy.matmul", "torch": "torch conv2d", "onnxruntime": "onnxruntime Conv"}
+                  "numpy": "numpy.matmul", "torch": "torch (NCHW)", "torch_channels_last": "torch (channels-last)",
+                  "onnxruntime": "onnxruntime Conv"}
 
 
 def _print_bench(report: dict) -> None:

@@ -330,7 +330,7 @@ def operator_cases(draw) -> OpCase:
     from tensortune import ops
 
     kind = draw(st.sampled_from(["matmul", "dense", "conv2d", "depthwise", "conv2d_nchwc", "spatial_pack",
-                                 "depthwise_nchwc"]))
+                                 "depthwise_nchwc", "nchwc_packed"]))
     small = st.integers(1, 12)
     bias, relu = draw(st.booleans()), draw(st.booleans())
     if kind in ("matmul", "dense"):
@@ -366,6 +366,13 @@ def operator_cases(draw) -> OpCase:
         args = (n, c, h, w, o, k)
         op = ops.conv2d_nchwc(*args, stride=stride, pad=pad, icb=icb, ocb=ocb)
         label = f"ops.conv2d_nchwc{args}, stride={stride}, pad={pad}, icb={icb}, ocb={ocb})"
+        red = c * k * k
+    elif kind == "nchwc_packed":
+        icb, ocb = draw(blocks), draw(blocks)
+        c, o = icb * draw(st.integers(1, 2)), ocb * draw(st.integers(1, 2))
+        args = (n, c, h, w, o, k)
+        op = ops.conv2d_nchwc_packed(*args, stride=stride, pad=pad, icb=icb, ocb=ocb)
+        label = f"ops.conv2d_nchwc_packed{args}, stride={stride}, pad={pad}, icb={icb}, ocb={ocb})"
         red = c * k * k
     elif kind == "spatial_pack":
         ocb = draw(blocks)

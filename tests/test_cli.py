@@ -18,6 +18,7 @@ from tensortune import cli
 from tensortune.autotvm.record import load_records
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.tasks import create_task, task_from_workload
+from tensortune.peers import check_output, time_peers
 
 MATMUL = ["tune", "matmul", "--shape", "M=32", "N=32", "K=32", "--tuner", "random", "--quiet", "--seed", "1"]
 
@@ -137,8 +138,8 @@ def test_conv_peers_are_timed_or_reported_missing():
     """PyTorch / onnxruntime (optional): either a correct, timed peer or 'not installed', never an error."""
     for task in (create_task("conv2d", {"IC": 8, "OC": 16, "H": 6, "W": 6, "K": 3, "pad": 1}),
                  create_task("depthwise_conv2d", {"C": 16, "H": 6, "W": 6, "K": 3, "stride": 2, "pad": 1})):
-        peers = cli._time_peers(task, threads=1, repeat=2)
-        assert set(peers) == {"torch", "onnxruntime"}, peers
+        peers = time_peers(task, threads=1, repeat=2, min_repeat_ms=1.0)
+        assert set(peers) == {"torch", "torch_channels_last", "onnxruntime"}, peers
         for result in peers.values():
             assert result == {"unavailable": "not installed"} or result["median_s"] > 0, result
 
@@ -219,6 +220,23 @@ def test_python_dash_m_runs_the_cli(tuned):
 
 def test_check_output_tolerance():
     expected = np.full((4, 4), 100.0, np.float32)
-    assert cli._check_output(expected + 0.05, expected) is None
-    assert "wrong answer" in cli._check_output(expected + 1.0, expected)
-    assert "wrong answer" in cli._check_output(np.full_like(expected, np.nan), expected)
+    assert check_output(expected + 0.05, expected) is None
+    assert "wrong answer" in check_output(expected + 1.0, expected)
+    assert "wrong answer" in check_output(np.full_like(expected, np.nan), expected)
+
+
+def test_matmul_peers_and_packed_view_bench(tmp_path, capsys):
+    """numpy / torch matmul peers are checked and timed; a packed-layout conv log benches against NCHW peers."""
+    peers = time_peers(create_task("matmul", {"M": 8, "N": 16, "K": 4}), threads=1, repeat=2, min_repeat_ms=1.0)
+    assert set(peers) == {"numpy", "torch"} and peers["numpy"]["median_s"] > 0, peers
+    assert peers["torch"] == {"unavailable": "not installed"} or peers["torch"]["median_s"] > 0, peers
+    log = tmp_path / "packed.json"
+    code, _, _ = run(capsys, "tune", "conv2d", "--shape", "IC=16", "OC=16", "H=6", "W=6", "K=3", "pad=1",
+                     "--template", "conv2d_nchwc_packed", "--trials", "4", "--log", str(log))
+    assert code == 0
+    code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "2")
+    assert code == 0, out
+    (w,) = json.loads(out)["workloads"]
+    kernels = w["kernels"]
+    assert kernels["tensortune"]["median_s"] > 0 and kernels["tensortune_default"]["median_s"] > 0, kernels
+    assert all("error" not in k for k in kernels.values()), kernels

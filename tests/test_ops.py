@@ -144,7 +144,7 @@ def test_mobilenet_depthwise_default_schedule(name: str) -> None:
     np.testing.assert_allclose(out, op.reference(*ins), **t)
 
 
-@pytest.mark.parametrize("layout", ["nchwc", "spatial_pack"])
+@pytest.mark.parametrize("layout", ["nchwc", "spatial_pack", "packed_io"])
 @pytest.mark.parametrize("name", list(RESNET18))
 def test_resnet18_packed_conv2d_default_schedule(name: str, layout: str) -> None:
     """Channel-blocked convolutions: canonical inputs -> ``prepare`` (weight packing) -> kernel."""
@@ -152,8 +152,11 @@ def test_resnet18_packed_conv2d_default_schedule(name: str, layout: str) -> None
     shape = (1, w["ic"], w["h"], w["w"], w["oc"], w["k"])
     if layout == "nchwc":
         op = ops.conv2d_nchwc(*shape, stride=w["stride"], pad=w["pad"], icb=4 if w["ic"] % 4 == 0 else 1, ocb=16)
-    else:
+    elif layout == "spatial_pack":
         op = ops.conv2d_spatial_pack(*shape, stride=w["stride"], pad=w["pad"], ocb=16)
+    else:
+        icb, ocb = ops.packed_blocks(w["ic"], w["oc"])
+        op = ops.conv2d_nchwc_packed(*shape, stride=w["stride"], pad=w["pad"], icb=icb, ocb=ocb)
     assert op.flops == w["flops"]
     canonical = op.random_inputs(0)
     assert [a.shape for a in canonical] == [(1, w["ic"], w["h"], w["w"]), (w["oc"], w["ic"], w["k"], w["k"])]
@@ -161,8 +164,11 @@ def test_resnet18_packed_conv2d_default_schedule(name: str, layout: str) -> None
     out = np.full(op.output.shape, np.nan, np.float32)
     m(*op.prepare(*canonical), out)
     t = tol(w["ic"] * w["k"] ** 2)
-    np.testing.assert_allclose(out, conv2d_taps(*canonical, w["stride"], w["pad"]), **t)
     np.testing.assert_allclose(out, op.reference(*canonical), **t)
+    expected = conv2d_taps(*canonical, w["stride"], w["pad"])
+    if layout == "packed_io":  # [N, O/16, OH, OW, 16] back to NCHW
+        out = out.transpose(0, 1, 4, 2, 3).reshape(expected.shape)
+    np.testing.assert_allclose(out, expected, **t)
 
 
 @pytest.mark.parametrize("name", list(MOBILENET))
@@ -182,6 +188,7 @@ def test_mobilenet_packed_depthwise_default_schedule(name: str) -> None:
     lambda: ops.conv2d_nchwc(1, 6, 8, 8, 16, 3, icb=4, ocb=16),        # icb does not divide C
     lambda: ops.conv2d_nchwc(1, 8, 8, 8, 24, 3, icb=4, ocb=16),        # ocb does not divide O
     lambda: ops.conv2d_spatial_pack(1, 8, 8, 8, 20, 3, ocb=8),
+    lambda: ops.conv2d_nchwc_packed(1, 8, 8, 8, 16, 3, icb=16, ocb=16),  # icb does not divide C
     lambda: ops.depthwise_conv2d_nchwc(1, 24, 8, 8, 3, cb=16),
     lambda: ops.conv2d_spatial_pack(1, 8, 2, 2, 16, 5, ocb=16),        # kernel larger than the input
     lambda: ops.depthwise_conv2d_nchwc(1, 16, 8, 8, 3, stride=0, cb=16),

@@ -18,6 +18,9 @@ CASES = [
     ("conv2d_nchwc", (1, 3, 15, 15, 16, 5, 2, 2)),
     ("conv2d_nchw_spatial_pack", (1, 16, 12, 12, 32, 3, 1, 1)),
     ("conv2d_nchw_spatial_pack", (1, 8, 14, 14, 16, 1, 2, 0)),
+    ("conv2d_nchwc_packed", (1, 32, 12, 12, 48, 3, 1, 1)),
+    ("conv2d_nchwc_packed", (1, 3, 15, 15, 32, 5, 2, 2)),
+    ("conv2d_nchwc_packed", (1, 16, 14, 14, 12, 1, 2, 0)),
     ("depthwise_conv2d_nchwc", (1, 32, 14, 14, 3, 1, 1)),
     ("depthwise_conv2d_nchwc", (1, 16, 15, 15, 3, 2, 1)),
 ]

@@ -16,9 +16,14 @@ _DEFAULTS = {"N": 1, "stride": 1, "pad": 0}
 #: templates that may serve each operator
 OPERATOR_TEMPLATES = {
     "matmul": ("matmul",),
-    "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc"),
+    "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_nchwc_packed"),
     "depthwise_conv2d": ("depthwise_conv2d_nchwc",),
 }
+
+
+def operator_of(template: str) -> str | None:
+    """The operator a template computes (``conv2d`` for ``conv2d_nchwc``), or None."""
+    return next((op for op, names in OPERATOR_TEMPLATES.items() if template in names), None)
 
 
 def create_task(operator: str, shape: dict[str, int], template: str | None = None,

@@ -1,9 +1,11 @@
-"""Convolutions computed in channel-blocked layouts, with NCHW input and output.
+"""Convolutions computed in channel-blocked layouts.
 
-Inside the kernel the input is zero-padded and repacked (timed), the convolution accumulates in a
+Most take NCHW input and give NCHW output: inside the kernel the input is zero-padded and repacked (timed), the convolution accumulates in a
 ``[N, O/ob, OH, OW, ob]`` layout so that ``ob`` output channels form vector registers, and the
 result is unpacked back to NCHW (timed). The weights are constants of a deployed model, so they
-are packed once by ``Operator.prepare`` outside the timed region.
+are packed once by ``Operator.prepare`` outside the timed region. ``conv2d_nchwc_packed`` is the
+convolution as it runs inside a compiled network, whose tensors stay in NCHW[x]c between layers: its
+input and output are blocked, and only padding happens in the kernel.
 """
 from __future__ import annotations
 
@@ -72,6 +74,55 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1
                     ((N, C, H, W), (O, C, K, K)))
 
 
+def packed_blocks(C: int, O: int, lanes: int = 16) -> tuple[int, int]:
+    """The channel blocks of the packed layout: one vector of ``lanes`` channels, or all channels
+    when they do not divide into vectors (the RGB input of a network)."""
+    return (lanes if C % lanes == 0 else C), (lanes if O % lanes == 0 else O)
+
+
+def _block_nchw(a, cb: int):
+    """NCHW array -> ``[N, C/cb, H, W, cb]`` (numpy; for inputs and references)."""
+    n, c, h, w = a.shape
+    return a.reshape(n, c // cb, cb, h, w).transpose(0, 1, 3, 4, 2)
+
+
+def conv2d_nchwc_packed(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
+                        icb: int = 16, ocb: int = 16, dtype: str = "float32", name: str = "conv2d") -> Operator:
+    """Convolution on NCHW[x]c tensors: ``data [N, C/icb, H, W, icb]`` in, ``[N, O/ocb, OH, OW, ocb]`` out.
+
+    Kernel inputs: ``data_packed`` and ``weight_packed [O/ocb, C/icb, K, K, icb, ocb]``; both are made
+    from canonical NCHW/OIHW arrays by ``prepare`` (outside the timed region), and the reference is
+    the NCHW result in the same blocked layout.
+    """
+    _check_block(C, icb, f"{name}: input channel")
+    _check_block(O, ocb, f"{name}: output channel")
+    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    data = te.placeholder((N, C // icb, H, W, icb), dtype, "data_packed")
+    wp = te.placeholder((O // ocb, C // icb, K, K, icb, ocb), dtype, "weight_packed")
+    if pad:
+        zero = te.const(0, data.dtype)
+        dp = te.compute((N, C // icb, H + 2 * pad, W + 2 * pad, icb), lambda b, co, y, x, ci: te.select(
+            te.logical_and(y >= pad, y < H + pad, x >= pad, x < W + pad), data[b, co, y - pad, x - pad, ci], zero),
+            "data_pad")
+    else:
+        dp = data
+    ico, ici = te.reduce_axis(C // icb, "ico"), te.reduce_axis(icb, "ici")
+    kh, kw = te.reduce_axis(K, "kh"), te.reduce_axis(K, "kw")
+    out = te.compute((N, O // ocb, OH, OW, ocb), lambda n, oc, y, x, ob: te.sum(
+        dp[n, ico, y * stride + kh, x * stride + kw, ici] * wp[oc, ico, kh, kw, ici, ob], axis=[ico, kh, kw, ici]),
+        name)
+    nchw_ref = conv2d_nchw(N, C, H, W, O, K, stride=stride, pad=pad, dtype=dtype).reference
+
+    def reference(x, w):
+        return _block_nchw(nchw_ref(x, w), ocb)
+
+    def prepare(x, w):
+        return [_block_nchw(x, icb), w.reshape(O // ocb, ocb, C // icb, icb, K, K).transpose(0, 2, 4, 5, 3, 1)]
+
+    return Operator(name, (data, wp), out, 2 * N * O * OH * OW * C * K * K, reference, _naive, prepare,
+                    ((N, C, H, W), (O, C, K, K)))
+
+
 def conv2d_spatial_pack(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
                         ocb: int = 16, dtype: str = "float32", name: str = "conv2d") -> Operator:
     """Spatial-pack convolution: NCHW input read in place, output channels blocked by ``ocb``.
@@ -120,4 +171,4 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int =
                     ((N, C, H, W), (C, 1, K, K)))
 
 
-__all__ = ["conv2d_nchwc", "conv2d_spatial_pack", "depthwise_conv2d_nchwc"]
+__all__ = ["conv2d_nchwc", "conv2d_nchwc_packed", "packed_blocks", "conv2d_spatial_pack", "depthwise_conv2d_nchwc"]

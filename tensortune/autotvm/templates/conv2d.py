@@ -1,4 +1,5 @@
-"""Convolution templates for CPUs, all with NCHW input and output and pre-packed weights.
+"""Convolution templates for CPUs with pre-packed weights: NCHW input and output, or (the packed
+view, ``conv2d_nchwc_packed``) the NCHW16c layout a compiled network keeps between layers.
 
 Each accumulates a register tile of ``reg_n`` output columns x ``ob`` output channels (``ob``
 channels are vector lanes), computed at a tile loop of the NCHW output and unpacked there.
@@ -7,7 +8,7 @@ loops, unrolling and the parallel loops.
 """
 from __future__ import annotations
 
-from ...ops import conv2d_nchwc, conv2d_spatial_pack, depthwise_conv2d_nchwc
+from ...ops import conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack, depthwise_conv2d_nchwc, packed_blocks
 from ...schedule import create_schedule
 from ..space import SplitEntity
 from ..task import template
@@ -104,6 +105,57 @@ def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     inner = cfg["reorder_reduce"].apply(s["conv"], [rci, kh, kw])
     _, _, _, cx, cb = s["conv"].axis
     s["conv"].reorder(rco, *inner, cx, cb)
+    return s, op
+
+
+@template("conv2d_nchwc_packed")
+def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
+                                 pad: int = 0, dtype: str = "float32"):
+    """Conv2d on NCHW16c tensors (layout transforms outside the kernel, as inside a network).
+
+    The register tile is ``tile_ow`` columns x ``tile_oc`` vectors of 16 output channels, accumulated
+    in a local buffer over (input-channel block, kh, kw) in the order ``reorder_reduce`` and the
+    16 channels of each input block, then written back once.
+    """
+    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    icb, ocb = packed_blocks(C, O, LANES)
+    op = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype)
+    vectors = -(-ocb // LANES)
+    cfg.define_split("tile_oc", O // ocb, num_outputs=2, filter=lambda e: e.size[-1] * vectors <= 4)
+    cfg.define_split("tile_oh", oh, num_outputs=2)
+    cfg.define_split("tile_ow", ow, num_outputs=3, filter=lambda e: e.size[-1] <= 32)
+    cfg.define_reorder("reorder_outer", [0, 1, 2], policy="all")
+    cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (ic block, kh, kw)
+    cfg.define_knob("parallel", ["fuse1", "fuse2"])
+    cfg.define_knob("unroll_kw", [True, False])
+    cfg.add_filter(lambda c: c["tile_ow"].size[-1] * c["tile_oc"].size[-1] * vectors <= MAX_ACC_REGS)
+
+    s = create_schedule(op.output)
+    out = op.output.name
+    acc = s.cache_write(op.output, "local").name
+    if "data_pad" in s.stages:
+        ax = s["data_pad"].axis
+        s["data_pad"].parallel(s["data_pad"].fuse(ax[0], ax[1]))
+    n, oc, y, x, ob = s[out].axis
+    oco, oci = cfg["tile_oc"].apply(s[out], oc)
+    yo, yi = cfg["tile_oh"].apply(s[out], y)
+    xo, xm, xi = cfg["tile_ow"].apply(s[out], x)
+    outer = cfg["reorder_outer"].apply(s[out], [oco, yo, xo])
+    s[out].reorder(n, *outer, yi, xm, oci, xi, ob)
+    fused = s[out].fuse(n, outer[0])
+    if cfg["parallel"] == "fuse2":
+        fused = s[out].fuse(fused, outer[1])
+    s[out].parallel(fused)
+    s[out].vectorize(ob)
+    s[acc].compute_at(s[out], xm)
+    _, coc, _, cx, cb = s[acc].axis
+    ico, kh, kw, ici = s[acc].reduce_axis
+    s[acc].reorder(*cfg["reorder_reduce"].apply(s[acc], [ico, kh, kw]), ici, coc, cx, cb)
+    if cfg["unroll_kw"]:
+        s[acc].unroll(kw)
+    s[acc].unroll(coc)
+    s[acc].unroll(cx)
+    s[acc].vectorize(cb)
     return s, op
 
 

@@ -1,0 +1,221 @@
+"""The libraries a tuned kernel is compared with, timed with one protocol.
+
+Peers: ``numpy.matmul`` and ``torch.matmul`` for matmul; PyTorch ``conv2d`` (NCHW and channels-last)
+and onnxruntime (a one-node ONNX model whose weights are an initializer) for convolutions. PyTorch
+and onnxruntime are optional: a missing one is reported as "not installed".
+
+Peers run in a child process (``python -m tensortune.peers``) so that their thread pools stay apart
+from ours and the OpenBLAS overrides of the environment (``OPENBLAS_CORETYPE``...) are off. Every
+result is checked against the numpy reference before it is timed; a wrong one is reported, never timed.
+
+Protocol for everyone: one warm-up call, then ``repeat`` timings of at least ``min_repeat_ms`` each
+(calls per timing calibrated first); the median is reported.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+RTOL = ATOL = 1e-3  # as the measurement runner checks candidates (atol scaled by the largest |expected|)
+# Set on some machines to work around old OpenBLAS bugs; they slow a current numpy, so peers run without them.
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+PeerFactory = Callable[[list[np.ndarray], int], Callable[[], np.ndarray]]
+
+
+def plain_operator(task):
+    """The NCHW (or plain matmul) operator of ``tensortune.ops`` that the task computes: its reference is
+    what the peers compute, and its default schedule is the untuned baseline."""
+    from . import ops
+    from .autotvm.tasks import operator_of
+
+    op, a = operator_of(task.name), task.args
+    if op == "matmul" and len(a) == 3:
+        return ops.matmul(*a)
+    if op == "conv2d" and len(a) == 8:
+        n, c, h, w, o, k, stride, pad = a
+        return ops.conv2d_nchw(n, c, h, w, o, k, stride=stride, pad=pad)
+    if op == "depthwise_conv2d" and len(a) == 7:
+        n, c, h, w, k, stride, pad = a
+        return ops.depthwise_conv2d_nchw(n, c, h, w, k, stride=stride, pad=pad)
+    return task.operator  # another template: the template's own operator
+
+
+def check_output(out: np.ndarray, expected: np.ndarray) -> str | None:
+    """None if ``out`` matches ``expected`` (the runner's tolerance), else what is wrong."""
+    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+    if out.shape != expected.shape:
+        return f"output shape {out.shape}, expected {expected.shape}"
+    if np.allclose(out, expected, rtol=RTOL, atol=ATOL * scale):
+        return None
+    worst = float(np.max(np.abs(out.astype(np.float64) - expected)))
+    return f"wrong answer: max abs error {worst:.3g} against the numpy reference"
+
+
+def time_module(module, inputs: list[np.ndarray], op, expected: np.ndarray, threads: int, repeat: int,
+                min_repeat_ms: float) -> dict[str, Any]:
+    """Check a built kernel against ``expected``, then time it (``{"error": ...}`` if it is wrong)."""
+    out = op.empty_output()
+    out.fill(np.nan)  # an element the kernel forgets to write fails the check
+    module(*inputs, out, num_threads=threads)
+    problem = check_output(out, expected)
+    if problem:
+        return {"error": problem}
+    t = module.time_evaluator(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms, num_threads=threads)(
+        *inputs, out)
+    return {"median_s": t.median, "runs_s": list(t.results)}
+
+
+def time_peers(task, threads: int, repeat: int, min_repeat_ms: float) -> dict[str, dict]:
+    """Each peer's ``{"median_s", "runs_s"}``, ``{"unavailable": ...}`` or ``{"error": ...}``, timed in a child."""
+    spec = {"template": task.name, "args": list(task.args), "target": str(task.target), "threads": threads,
+            "repeat": repeat, "min_repeat_ms": min_repeat_ms}
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    proc = subprocess.run([sys.executable, "-m", "tensortune.peers"], input=json.dumps(spec), env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"peers": {"error": f"the peer process failed (exit code {proc.returncode}): {tail}"}}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _worker_main() -> int:
+    """In the child: read the spec on stdin, print the peers' timings as one JSON line."""
+    spec = json.loads(sys.stdin.read())
+    from .autotvm.task import Task
+    from .autotvm.templates import TEMPLATES
+    from .runtime import Target
+
+    task = Task(TEMPLATES[spec["template"]], tuple(spec["args"]), Target.parse(spec["target"]))
+    canonical = task.make_inputs(seed=0)
+    expected = np.asarray(plain_operator(task).reference(*canonical))
+    out = {}
+    for name, make in peers_of(task):
+        try:
+            fn = make(canonical, spec["threads"])
+        except ImportError:
+            out[name] = {"unavailable": "not installed"}
+            continue
+        problem = check_output(np.asarray(fn()), expected)
+        if problem:
+            out[name] = {"error": problem}
+            continue
+        runs = time_callable(fn, spec["repeat"], spec["min_repeat_ms"])
+        out[name] = {"median_s": statistics.median(runs), "runs_s": runs}
+    print(json.dumps(out))
+    return 0
+
+
+def peers_of(task) -> list[tuple[str, PeerFactory]]:
+    """The peer implementations of the task's operator: (name, factory of a call returning the output)."""
+    from .autotvm.tasks import operator_of
+
+    op = operator_of(task.name)
+    if op == "matmul":
+        return [("numpy", _numpy_matmul), ("torch", _torch_matmul)] if len(task.args) == 3 else []
+    if op in ("conv2d", "depthwise_conv2d"):
+        a = task.args
+        stride, pad = a[-2], a[-1]
+        groups = a[1] if op == "depthwise_conv2d" else 1
+        return [("torch", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=False)),
+                ("torch_channels_last", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=True)),
+                ("onnxruntime", lambda c, t: _onnx_conv(c, t, stride, pad, groups))]
+    return []
+
+
+def _numpy_matmul(canonical: list[np.ndarray], threads: int) -> Callable[[], np.ndarray]:
+    a, b = canonical
+    c = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    return lambda: np.matmul(a, b, out=c)  # BLAS threads: OPENBLAS_NUM_THREADS etc. set by the parent
+
+
+def _torch_matmul(canonical: list[np.ndarray], threads: int) -> Callable[[], np.ndarray]:
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = (torch.from_numpy(x) for x in canonical)
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+
+    def run() -> np.ndarray:
+        with torch.no_grad():
+            return torch.matmul(a, b, out=c).numpy()
+
+    return run
+
+
+def _torch_conv(canonical, threads: int, stride: int, pad: int, groups: int,
+                channels_last: bool) -> Callable[[], np.ndarray]:
+    import torch
+
+    torch.set_num_threads(threads)
+    x, w = (torch.from_numpy(a) for a in canonical)
+    if channels_last:  # NHWC in memory, as a channels-last network keeps its activations and weights
+        x, w = (t.contiguous(memory_format=torch.channels_last) for t in (x, w))
+
+    def run() -> np.ndarray:
+        with torch.no_grad():
+            return torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=groups).numpy()
+
+    return run
+
+
+def _onnx_conv(canonical, threads: int, stride: int, pad: int, groups: int) -> Callable[[], np.ndarray]:
+    """One Conv node with the weights as an initializer (constant, as in a deployed model)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    x, w = canonical
+    out_shape = (x.shape[0], w.shape[0], (x.shape[2] + 2 * pad - w.shape[2]) // stride + 1,
+                 (x.shape[3] + 2 * pad - w.shape[3]) // stride + 1)
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], kernel_shape=list(w.shape[2:]), strides=[stride, stride],
+                            pads=[pad] * 4, group=groups)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
+                              [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = min(model.ir_version, 8)  # readable by older onnxruntime releases too
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    y = np.empty(out_shape, np.float32)
+    binding = session.io_binding()  # preallocated input and output: no copies or allocation per call
+    binding.bind_cpu_input("X", x)
+    binding.bind_ortvalue_output("Y", ort.OrtValue.ortvalue_from_numpy(y))
+
+    def run() -> np.ndarray:
+        session.run_with_iobinding(binding)
+        return y
+
+    return run
+
+
+def time_callable(fn: Callable[[], Any], repeat: int, min_repeat_ms: float, calibrations: int = 5) -> list[float]:
+    """The protocol of ``Module.time_evaluator`` in Python: warm up, calibrate calls per repeat, time ``repeat``."""
+    def run(count: int) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            fn()
+        return time.perf_counter() - start
+
+    fn()
+    count = 1
+    for _ in range(calibrations):
+        elapsed_ms = run(count) * 1e3
+        if elapsed_ms >= min_repeat_ms:
+            break
+        per_call_ms = max(elapsed_ms / count, 1e-6)
+        count = max(int(min_repeat_ms / per_call_ms) + 1, int(count * 1.618) + 1)
+    return [run(count) / count for _ in range(repeat)]
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main())
