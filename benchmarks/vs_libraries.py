@@ -1,0 +1,257 @@
+"""Tuned kernels against the libraries users already have: ResNet-18 C1..C12 and matmul 512/1024/2048.
+
+Each workload is tuned with the ``xgb`` tuner (logs under ``--out``; running again resumes them), then
+timed in the same run, with one protocol for everyone (one warm-up call, ``--repeat`` timings of at
+least ``--min-repeat-ms`` each, median), on 1 and on 2 threads:
+
+* tensortune's best config, checked against numpy first. Two views for conv2d:
+  - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (template
+    ``conv2d_nchw_spatial_pack``);
+  - *packed*: NCHW16c input and output, as the kernel runs inside a compiled network whose tensors
+    stay blocked between layers; the transforms are outside the timed region (``conv2d_nchwc_packed``).
+  Weights are packed once, outside the timed region, in both views (they are constants of a model).
+* peers (``tensortune.peers``, in a child process): PyTorch ``conv2d`` in NCHW and channels-last,
+  onnxruntime on a one-node ONNX model, ``numpy.matmul`` (OpenBLAS overrides unset) and ``torch.matmul``.
+
+It prints a markdown table (GFLOP/s, percent of the FMA peak, ratio tensortune / best peer) with the
+geometric means, writes a bar chart (``--png``) and ``--json``; ``--benchmarks-md`` replaces the
+section between ``<!-- vs_libraries:begin -->`` and ``<!-- vs_libraries:end -->`` of that file.
+
+    python benchmarks/vs_libraries.py                          # default trials: about an hour here
+    python benchmarks/vs_libraries.py --trials 300 --history --json results/vs_libraries.json
+    python benchmarks/vs_libraries.py --quick                  # C5, C6 and matmul 512: a few minutes
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+CONVS = tuple(f"resnet18:C{i}" for i in range(1, 13))
+MATMULS = ("matmul:512", "matmul:1024", "matmul:2048")
+QUICK = ("resnet18:C5", "resnet18:C6", "matmul:512")
+VIEWS = {"nchw": "conv2d_nchw_spatial_pack", "packed": "conv2d_nchwc_packed"}
+PEERS = ("torch", "torch_channels_last", "onnxruntime", "numpy")
+BEGIN, END = "<!-- vs_libraries:begin -->", "<!-- vs_libraries:end -->"
+
+
+def tasks_of(key: str) -> dict:
+    """The tasks tuned for one workload: {view: task}."""
+    from tensortune.autotvm.tasks import create_task, task_from_workload
+
+    if key.startswith("matmul:"):
+        n = int(key.split(":")[1])
+        return {"matmul": create_task("matmul", {"M": n, "N": n, "K": n})}
+    return {view: task_from_workload(key, template=t) for view, t in VIEWS.items()}
+
+
+def log_path(out: Path, key: str, view: str) -> Path:
+    return out / f"{key.replace(':', '_')}_{view}.json"
+
+
+def tune_all(keys, trials: int, out: Path, history: bool, batch_size: int) -> None:
+    from tensortune.autotvm.measure.measure import Measurer
+    from tensortune.autotvm.record import load_records
+    from tensortune.autotvm.tune import tune
+
+    with Measurer() as measurer:
+        for key in keys:
+            for view, task in tasks_of(key).items():
+                log = log_path(out, key, view)
+                past = None
+                if history:  # every other log of this benchmark: the transfer model skips this workload's own
+                    past = [r for p in sorted(out.glob("*.json")) if p != log for r in load_records(p)] or None
+                t0 = time.time()
+                r = tune(task, trials, tuner="xgb", batch_size=batch_size, measure=measurer.measure, log_file=log,
+                         progress=False, seed=0, history=past)
+                print(f"tuned {key:18s} {view:7s} best {r.best_gflops:7.1f} GFLOP/s after {len(r.history)} trials "
+                      f"({time.time() - t0:.0f} s)", flush=True)
+
+
+def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float) -> list[dict]:
+    """One row per (workload, threads): GFLOP/s of each tensortune view and each peer."""
+    from tensortune.autotvm.record import load_records, pick_best
+    from tensortune.build import build
+    from tensortune.peers import time_module, time_peers
+
+    rows = []
+    for key in keys:
+        tasks = tasks_of(key)
+        built = {}
+        for view, task in tasks.items():
+            best = pick_best(load_records(log_path(out, key, view)), workload=task.workload_key)
+            if not best:
+                print(f"{key} {view}: no successful record in the log; tune it first")
+                continue
+            rec = next(iter(best.values()))
+            sch, op = task.instantiate(rec.config_index)
+            canonical = task.make_inputs(seed=0)
+            built[view] = (task, op, build(sch, list(op.args), task.target), canonical, rec.config_index)
+        peer_task = next(iter(tasks.values()))
+        for threads in threads_list:
+            row = {"workload": key, "threads": threads, "flops": peer_task.flops, "gflops": {}, "errors": {}}
+            for view, (task, op, module, canonical, idx) in built.items():
+                t = time_module(module, task.kernel_inputs(idx, canonical), op, np.asarray(task.reference(canonical)),
+                                threads, repeat, min_repeat_ms)
+                if "error" in t:  # never report a wrong kernel's speed
+                    row["errors"][f"tensortune_{view}"] = t["error"]
+                else:
+                    row["gflops"][f"tensortune_{view}"] = task.flops / t["median_s"] / 1e9
+                row.setdefault("configs", {})[view] = idx
+            for name, p in time_peers(peer_task, threads, repeat, min_repeat_ms).items():
+                if "median_s" in p:
+                    row["gflops"][name] = peer_task.flops / p["median_s"] / 1e9
+                else:
+                    row["errors"][name] = p.get("unavailable") or p.get("error")
+            peers = {k: v for k, v in row["gflops"].items() if k in PEERS}
+            if peers:
+                row["best_peer"] = max(peers, key=peers.get)
+                for k, v in list(row["gflops"].items()):
+                    if k.startswith("tensortune_"):
+                        row[f"ratio_{k[len('tensortune_'):]}"] = v / peers[row["best_peer"]]
+                if "numpy" in peers and "tensortune_matmul" in row["gflops"]:
+                    row["ratio_vs_numpy"] = row["gflops"]["tensortune_matmul"] / peers["numpy"]
+            rows.append(row)
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
+                              if k != "gflops"} | {"gflops": {k: round(v, 1) for k, v in row["gflops"].items()}}),
+                  flush=True)
+    return rows
+
+
+def geomean(xs) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return float(np.exp(np.mean(np.log(xs)))) if xs else None
+
+
+def summarise(rows: list[dict], threads_list) -> dict:
+    out = {}
+    for t in threads_list:
+        conv = [r for r in rows if r["threads"] == t and r["workload"].startswith("resnet18:")]
+        mm = [r for r in rows if r["threads"] == t and r["workload"].startswith("matmul:")]
+        out[t] = {"geomean_nchw": geomean(r.get("ratio_nchw") for r in conv),
+                  "geomean_packed": geomean(r.get("ratio_packed") for r in conv),
+                  "min_nchw": min((r["ratio_nchw"] for r in conv if "ratio_nchw" in r), default=None),
+                  "min_packed": min((r["ratio_packed"] for r in conv if "ratio_packed" in r), default=None),
+                  "matmul_vs_numpy": {r["workload"]: r.get("ratio_vs_numpy") for r in mm}}
+    return out
+
+
+def _fmt(v, spec=".0f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def markdown(rows: list[dict], summary: dict, peak_per_core: float, command: str) -> str:
+    cols = ["tensortune_nchw", "tensortune_packed", "tensortune_matmul", *PEERS]
+    head = {"tensortune_nchw": "tt NCHW", "tensortune_packed": "tt packed", "tensortune_matmul": "tt",
+            "torch": "torch NCHW", "torch_channels_last": "torch CL", "onnxruntime": "onnxruntime", "numpy": "numpy"}
+    lines = [f"Command: `{command}`", ""]
+    for t in sorted({r["threads"] for r in rows}, reverse=True):
+        peak = peak_per_core * t
+        lines += [f"**{t} thread{'s' if t > 1 else ''}** (GFLOP/s, median; FMA peak about {peak:.0f})", "",
+                  "| workload | " + " | ".join(head[c] for c in cols) + " | best peer | tt NCHW / best | "
+                  "tt packed / best | tt % of peak |",
+                  "|---" * (len(cols) + 5) + "|"]
+        for r in (r for r in rows if r["threads"] == t):
+            g = r["gflops"]
+            tt = max((v for k, v in g.items() if k.startswith("tensortune_")), default=None)
+            ratio_n = r.get("ratio_nchw", r.get("ratio_matmul"))
+            lines.append(f"| {r['workload']} | " + " | ".join(_fmt(g.get(c)) for c in cols) +
+                         f" | {r.get('best_peer', '-')} | {_fmt(ratio_n, '.2f')} | {_fmt(r.get('ratio_packed'), '.2f')}"
+                         f" | {_fmt(tt and 100 * tt / peak)}% |")
+        s = summary[t]
+        lines += ["", f"Geometric mean over C1-C12 of tensortune / best peer: NCHW view "
+                      f"{_fmt(s['geomean_nchw'], '.2f')} (lowest {_fmt(s['min_nchw'], '.2f')}), packed view "
+                      f"{_fmt(s['geomean_packed'], '.2f')} (lowest {_fmt(s['min_packed'], '.2f')}). Matmul / numpy: "
+                      + ", ".join(f"{k.split(':')[1]}^3 {_fmt(v, '.2f')}" for k, v in s["matmul_vs_numpy"].items()),
+                  ""]
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], threads: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["threads"] == threads]
+    series = ["tensortune_nchw", "tensortune_packed", "tensortune_matmul", *PEERS]
+    series = [s for s in series if any(s in r["gflops"] for r in rows)]
+    labels = [r["workload"].replace("resnet18:", "") for r in rows]
+    x = np.arange(len(rows))
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(max(8, 0.8 * len(rows)), 4.5))
+    for i, s in enumerate(series):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, [r["gflops"].get(s, 0) for r in rows], width,
+               label=s.replace("tensortune_", "tensortune ").replace("_", "-"))
+    ax.set_xticks(x, labels, rotation=30)
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"Tuned tensortune kernels vs libraries, batch 1 float32, {threads} thread(s)")
+    ax.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def update_section(path: Path, text: str) -> None:
+    """Replace the marked section of ``path`` with ``text`` (append the section if it is not there)."""
+    old = path.read_text() if path.exists() else ""
+    block = f"{BEGIN}\n{text}\n{END}"
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + block + "\n"
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(new)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    import sys
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=300, help="xgb trials per tuned task (default 300)")
+    p.add_argument("--workloads", nargs="*", help=f"subset of {CONVS + MATMULS}")
+    p.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} with 64 trials")
+    p.add_argument("--history", action="store_true", help="transfer from the logs of the other workloads")
+    p.add_argument("--out", default="results/vs_libraries", help="folder of tuning logs (resumable)")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--min-repeat-ms", type=float, default=20.0)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--peak-per-core", type=float, default=260.0,
+                   help="FMA peak GFLOP/s of one core (260 measured on the 4 GHz AVX-512 machines here)")
+    p.add_argument("--skip-tune", action="store_true", help="only time what the logs hold")
+    p.add_argument("--png", default="docs/figures/vs_libraries.png")
+    p.add_argument("--json", metavar="PATH")
+    p.add_argument("--benchmarks-md", metavar="PATH", help="replace the marked section of this file (BENCHMARKS.md)")
+    args = p.parse_args()
+    keys = tuple(args.workloads or (QUICK if args.quick else CONVS + MATMULS))
+    trials = 64 if args.quick else args.trials
+    out = Path(args.out) / ("quick" if args.quick else "full")
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.skip_tune:
+        tune_all(keys, trials, out, args.history, args.batch_size)
+    rows = time_all(keys, out, args.threads, args.repeat, args.min_repeat_ms)
+    summary = summarise(rows, args.threads)
+    command = "python benchmarks/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    text = markdown(rows, summary, args.peak_per_core, command)
+    print(text)
+    if args.png:
+        Path(args.png).parent.mkdir(parents=True, exist_ok=True)
+        plot(rows, max(args.threads), Path(args.png))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "summary": {str(k): v for k, v in summary.items()}, "trials": trials}, f,
+                      indent=2)
+    if args.benchmarks_md:
+        update_section(Path(args.benchmarks_md), text)
+    if any(r["errors"].get(f"tensortune_{v}") for r in rows for v in ("nchw", "packed", "matmul")):
+        raise SystemExit("some tuned kernel gave a wrong answer (see the errors above)")
+
+
+if __name__ == "__main__":
+    main()
