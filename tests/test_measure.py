@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import random
 import time
 
@@ -139,3 +141,40 @@ def test_flush_cache_times_each_repeat():
 def test_mismatched_lengths_are_a_programming_error():
     with pytest.raises(ValueError, match="2 inputs but 1 build"):
         LocalRunner().run([good(), good()], [BuildResult(None, ErrorKind.UNKNOWN, "", 0.0)])
+
+
+def test_build_workers_exit_when_the_tuning_process_is_killed():
+    """A killed tuning process (SIGKILL: no cleanup runs) must not leave compile workers behind."""
+    import signal
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        from tensortune.autotvm.measure.builder import LocalBuilder
+        from tensortune.autotvm.measure.result import MeasureInput
+        from tensortune.autotvm.tasks import create_task
+        if __name__ == "__main__":
+            b = LocalBuilder()
+            b.build([MeasureInput(create_task("matmul", {"M": 8, "N": 8, "K": 8}), 0)])
+            print(*b._pool._processes, flush=True)
+            sys.stdin.read()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    workers = [int(p) for p in proc.stdout.readline().split()]
+    assert workers
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 15
+    alive = workers
+    while alive and time.time() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in workers if _alive(p)]
+    assert not alive, f"build workers {alive} outlived their parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
