@@ -9,8 +9,8 @@ throughput any method found, and ``--json``.
 
 A run's logged best is the luckiest of its timings: among many near-equal configs, more trials draw
 more upward noise. ``--retime`` therefore also builds the config each run would deploy (its logged
-best after 300 trials, and after all of them) and times it again with the protocol of
-``tensortune bench`` (15 timings of >= 20 ms, median); the target is judged on those figures too.
+best after 300 trials, and after all of them) and times them all again, back to back in interleaved
+rounds (15 timings of >= 20 ms each, median); the target is judged on those figures too.
 
     python benchmarks/search_curves.py                 # full run: many hours; resumable
     python benchmarks/search_curves.py --quick         # C6 and matmul, short runs: a few minutes
@@ -120,36 +120,43 @@ def analyse(workloads, methods, out: Path, plot: bool, retime: bool = False) -> 
     return summary
 
 
-def retimed_bests(key: str, task, methods, out: Path, checkpoints=(300,)) -> dict:
-    """GFLOP/s of each run's deployed config (its logged best after n trials), timed again."""
+def retimed_bests(key: str, task, methods, out: Path, checkpoints=(300,), rounds: int = 5) -> dict:
+    """GFLOP/s of each run's deployed config (its logged best after n trials), timed again.
+
+    All the configs are timed in ``rounds`` interleaved rounds (3 timings of >= 20 ms each per round;
+    the median of all is reported), so that a slow or fast spell of the shared machine affects them
+    all alike instead of favouring whichever config was timed during it.
+    """
     from tensortune.autotvm.record import load_records, task_records
     from tensortune.build import build
-    from tensortune.peers import time_module
+    from tensortune.peers import check_output
 
-    canonical = task.make_inputs(seed=0)
-    expected = np.asarray(task.reference(canonical))
-    timed: dict[int, float] = {}
-    result: dict = {}
+    chosen: dict[str, list[int]] = {}
     for m in methods:
         for n in sorted({*checkpoints, m.trials}):
             if n > m.trials:
                 continue
-            vals = []
             for seed in range(m.runs):
                 log = out / key.replace(":", "_") / f"{m.name}_seed{seed}.json"
                 recs = [r for r in task_records(load_records(log), task)[:n] if r.ok] if log.exists() else []
-                if not recs:
-                    continue
-                idx = min(recs, key=lambda r: r.mean_cost).config_index
-                if idx not in timed:
-                    sch, op = task.instantiate(idx)
-                    t = time_module(build(sch, list(op.args), task.target), task.kernel_inputs(idx, canonical), op,
-                                    expected, None, 15, 20.0)
-                    timed[idx] = task.flops / t["median_s"] / 1e9 if "median_s" in t else 0.0
-                vals.append(round(timed[idx], 1))
-            if vals:
-                result[f"{m.name}@{n}"] = vals
-    return result
+                if recs:
+                    chosen.setdefault(f"{m.name}@{n}", []).append(min(recs, key=lambda r: r.mean_cost).config_index)
+    canonical = task.make_inputs(seed=0)
+    expected = np.asarray(task.reference(canonical))
+    kernels = {}
+    for idx in sorted({i for v in chosen.values() for i in v}):
+        sch, op = task.instantiate(idx)
+        module = build(sch, list(op.args), task.target)
+        args, out_arr = task.kernel_inputs(idx, canonical), op.empty_output()
+        module(*args, out_arr)
+        if check_output(out_arr, expected) is None:
+            kernels[idx] = (module, args, out_arr)
+    runs: dict[int, list[float]] = {i: [] for i in kernels}
+    for _ in range(rounds):
+        for idx, (module, args, out_arr) in kernels.items():
+            runs[idx] += module.time_evaluator(number=1, repeat=3, min_repeat_ms=20.0)(*args, out_arr).results
+    gflops = {i: task.flops / float(np.median(r)) / 1e9 for i, r in runs.items()}
+    return {label: [round(gflops.get(i, 0.0), 1) for i in idxs] for label, idxs in chosen.items()}
 
 
 def model_quality(log: Path, task, train_frac: float = 0.5) -> dict | None:
