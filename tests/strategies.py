@@ -360,19 +360,13 @@ def operator_cases(draw) -> OpCase:
         op = ops.depthwise_conv2d_nchw(*args, stride=stride, pad=pad, bias=bias, relu=relu)
         label = f"ops.depthwise_conv2d_nchw{args}, stride={stride}, pad={pad}, bias={bias}, relu={relu})"
         red = k * k
-    elif kind == "conv2d_nchwc":
+    elif kind in ("conv2d_nchwc", "nchwc_packed"):  # NCHW in/out, or NCHW[x]c in/out
+        make = ops.conv2d_nchwc if kind == "conv2d_nchwc" else ops.conv2d_nchwc_packed
         icb, ocb = draw(blocks), draw(blocks)
         c, o = icb * draw(st.integers(1, 2)), ocb * draw(st.integers(1, 2))
         args = (n, c, h, w, o, k)
-        op = ops.conv2d_nchwc(*args, stride=stride, pad=pad, icb=icb, ocb=ocb)
-        label = f"ops.conv2d_nchwc{args}, stride={stride}, pad={pad}, icb={icb}, ocb={ocb})"
-        red = c * k * k
-    elif kind == "nchwc_packed":
-        icb, ocb = draw(blocks), draw(blocks)
-        c, o = icb * draw(st.integers(1, 2)), ocb * draw(st.integers(1, 2))
-        args = (n, c, h, w, o, k)
-        op = ops.conv2d_nchwc_packed(*args, stride=stride, pad=pad, icb=icb, ocb=ocb)
-        label = f"ops.conv2d_nchwc_packed{args}, stride={stride}, pad={pad}, icb={icb}, ocb={ocb})"
+        op = make(*args, stride=stride, pad=pad, icb=icb, ocb=ocb)
+        label = f"ops.{make.__name__}{args}, stride={stride}, pad={pad}, icb={icb}, ocb={ocb})"
         red = c * k * k
     elif kind == "spatial_pack":
         ocb = draw(blocks)
