@@ -91,13 +91,14 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float) -
             rec = next(iter(best.values()))
             sch, op = task.instantiate(rec.config_index)
             canonical = task.make_inputs(seed=0)
-            built[view] = (task, op, build(sch, list(op.args), task.target), canonical, rec.config_index)
+            built[view] = (task, op, build(sch, list(op.args), task.target),
+                           task.kernel_inputs(rec.config_index, canonical), np.asarray(task.reference(canonical)),
+                           rec.config_index)
         peer_task = next(iter(tasks.values()))
         for threads in threads_list:
             row = {"workload": key, "threads": threads, "flops": peer_task.flops, "gflops": {}, "errors": {}}
-            for view, (task, op, module, canonical, idx) in built.items():
-                t = time_module(module, task.kernel_inputs(idx, canonical), op, np.asarray(task.reference(canonical)),
-                                threads, repeat, min_repeat_ms)
+            for view, (task, op, module, inputs, expected, idx) in built.items():
+                t = time_module(module, inputs, op, expected, threads, repeat, min_repeat_ms)
                 if "error" in t:  # never report a wrong kernel's speed
                     row["errors"][f"tensortune_{view}"] = t["error"]
                 else:

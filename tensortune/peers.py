@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-RTOL = ATOL = 1e-3  # as the measurement runner checks candidates (atol scaled by the largest |expected|)
+from .ops.operator import check_output
+
 # Set on some machines to work around old OpenBLAS bugs; they slow a current numpy, so peers run without them.
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -46,17 +47,6 @@ def plain_operator(task):
         n, c, h, w, k, stride, pad = a
         return ops.depthwise_conv2d_nchw(n, c, h, w, k, stride=stride, pad=pad)
     return task.operator  # another template: the template's own operator
-
-
-def check_output(out: np.ndarray, expected: np.ndarray) -> str | None:
-    """None if ``out`` matches ``expected`` (the runner's tolerance), else what is wrong."""
-    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
-    if out.shape != expected.shape:
-        return f"output shape {out.shape}, expected {expected.shape}"
-    if np.allclose(out, expected, rtol=RTOL, atol=ATOL * scale):
-        return None
-    worst = float(np.max(np.abs(out.astype(np.float64) - expected)))
-    return f"wrong answer: max abs error {worst:.3g} against the numpy reference"
 
 
 def time_module(module, inputs: list[np.ndarray], op, expected: np.ndarray, threads: int, repeat: int,

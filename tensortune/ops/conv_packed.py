@@ -1,10 +1,10 @@
 """Convolutions computed in channel-blocked layouts.
 
-Most take NCHW input and give NCHW output: inside the kernel the input is zero-padded and repacked (timed), the convolution accumulates in a
-``[N, O/ob, OH, OW, ob]`` layout so that ``ob`` output channels form vector registers, and the
-result is unpacked back to NCHW (timed). The weights are constants of a deployed model, so they
-are packed once by ``Operator.prepare`` outside the timed region. ``conv2d_nchwc_packed`` is the
-convolution as it runs inside a compiled network, whose tensors stay in NCHW[x]c between layers: its
+Most take NCHW input and give NCHW output: inside the kernel the input is zero-padded and repacked
+(timed), the convolution accumulates in a ``[N, O/ob, OH, OW, ob]`` layout so that ``ob`` output
+channels form vector registers, and the result is unpacked back to NCHW (timed). The weights are
+constants of a deployed model, so they are packed once by ``Operator.prepare`` outside the timed
+region. ``conv2d_nchwc_packed`` is the convolution as it runs inside a compiled network, whose tensors stay in NCHW[x]c between layers: its
 input and output are blocked, and only padding happens in the kernel.
 """
 from __future__ import annotations
@@ -171,4 +171,4 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int =
                     ((N, C, H, W), (C, 1, K, K)))
 
 
-__all__ = ["conv2d_nchwc", "conv2d_nchwc_packed", "packed_blocks", "conv2d_spatial_pack", "depthwise_conv2d_nchwc"]
+__all__ = ["conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_spatial_pack", "depthwise_conv2d_nchwc", "packed_blocks"]

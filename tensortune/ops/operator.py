@@ -60,6 +60,22 @@ class Operator:
         return np.zeros(self.output.shape, self.output.dtype.numpy)
 
 
+#: tolerance of every check against a numpy reference (``atol`` scaled by the largest |expected|)
+RTOL = ATOL = 1e-3
+
+
+def check_output(out: np.ndarray, expected: np.ndarray) -> str | None:
+    """None if a kernel's ``out`` matches the reference ``expected``, else what is wrong (NaN never matches)."""
+    if out.shape != expected.shape:
+        return f"wrong answer: output shape {out.shape}, expected {expected.shape}"
+    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+    if np.allclose(out, expected, rtol=RTOL, atol=ATOL * scale):
+        return None
+    worst = float(np.max(np.abs(out.astype(np.float64) - expected)))  # nan if any is nan
+    return (f"wrong answer: output differs from the numpy reference: max abs error {worst:.3g} "
+            f"(allowed {ATOL * scale:.3g} + {RTOL} * |expected|)")
+
+
 def largest_divisor(n: int, limit: int) -> int:
     """The largest divisor of ``n`` that is at most ``limit``."""
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)

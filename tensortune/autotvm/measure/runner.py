@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import TensortuneError
+from ...ops.operator import check_output
 from ...runtime import Module
 from ...runtime.compiler import unload_library
 from ...runtime.timer import timer_functions
@@ -26,7 +27,6 @@ from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 FLUSH_BYTES = 64 << 20  # larger than the last-level cache of common CPUs
 START_TIMEOUT = 60.0  # seconds for a fresh worker to import tensortune and report ready
 PREPARE_TIMEOUT = 120.0  # seconds to make a task's inputs and numpy reference (not part of RunOptions.timeout)
-RTOL = ATOL = 1e-3
 
 
 @dataclass(frozen=True)
@@ -205,12 +205,9 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
         # Poison the output so an element the kernel forgets to write fails the check.
         data.output.fill(np.nan if data.output.dtype.kind == "f" else 123)
         module(*inputs, data.output)  # also the warm-up call
-        if options.check_correctness:
-            scale = max(1.0, float(np.max(np.abs(data.expected), initial=0.0)))
-            if not np.allclose(data.output, data.expected, rtol=RTOL, atol=ATOL * scale):
-                worst = float(np.max(np.abs(data.output.astype(np.float64) - data.expected)))  # nan if any is nan
-                return (), ErrorKind.WRONG_ANSWER, (f"output differs from the numpy reference: max abs error "
-                                                    f"{worst:.3g} (allowed {ATOL * scale:.3g} + {RTOL} * |expected|)")
+        problem = check_output(data.output, data.expected) if options.check_correctness else None
+        if problem:
+            return (), ErrorKind.WRONG_ANSWER, problem
         return _time(module, (*inputs, data.output), options), ErrorKind.NONE, ""
     finally:
         del module

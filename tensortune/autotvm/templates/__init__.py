@@ -6,5 +6,5 @@ from .matmul import matmul_template
 TEMPLATES = {t.name: t for t in (matmul_template, conv2d_nchwc_template, conv2d_nchwc_packed_template,
                                   conv2d_spatial_pack_template, depthwise_conv2d_template)}
 
-__all__ = ["TEMPLATES", "conv2d_nchwc_packed_template", "conv2d_nchwc_template", "conv2d_spatial_pack_template", "depthwise_conv2d_template",
-           "matmul_template"]
+__all__ = ["TEMPLATES", "conv2d_nchwc_packed_template", "conv2d_nchwc_template", "conv2d_spatial_pack_template",
+           "depthwise_conv2d_template", "matmul_template"]
