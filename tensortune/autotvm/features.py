@@ -17,6 +17,8 @@ All counts are ``log2(1 + x)``. Features depend only on the config, so they are 
 from __future__ import annotations
 
 import math
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +28,7 @@ from ..lower.arith import linear
 from ..lower.loop_nest import build_loop_nest
 from ..te.expr import Binary, BinOp, Call, Expr, Var, walk
 from .task import Task
+from .workers import spawn_pool
 
 MAX_LOOPS = 20
 MAX_BUFFERS = 6
@@ -45,6 +48,7 @@ class _Access:
     buffer: str
     index: Expr
     is_store: bool
+    used: frozenset = frozenset()  # the loop variables the index depends on
 
 
 def _ops(e: Expr) -> tuple[int, int, int]:
@@ -94,8 +98,9 @@ def _collect(func: PrimFunc) -> list[_Loop]:
             lp.below = below
             return below * s.extent
         assert isinstance(s, Store)
-        accesses = [_Access(s.buffer.name, s.index, True)]
-        accesses += [_Access(n.buffer.name, n.index, False) for n in walk(s.value) if isinstance(n, Load)]
+        accesses = [_Access(s.buffer.name, s.index, True, _index_vars(s.index))]
+        accesses += [_Access(n.buffer.name, n.index, False, _index_vars(n.index))
+                     for n in walk(s.value) if isinstance(n, Load)]
         a, m, o = _ops(s.value)
         trips = 1
         for lp in reversed(stack):  # innermost first: ops executed by each loop's body
@@ -111,22 +116,35 @@ def _collect(func: PrimFunc) -> list[_Loop]:
     return loops
 
 
-def _touch(index: Expr, extents: dict) -> tuple[int, int]:
-    """(distinct elements touched, accesses) by ``index`` over loops with ``extents``."""
+def _index_vars(index: Expr) -> frozenset:
+    """The loop variables an index depends on (directly, or inside a non-linear term)."""
     terms, _ = linear(index)
-    touched = 1
-    for v, ext in extents.items():
-        if terms.get(v, 0) != 0 or any(v in {n for n in walk(a) if isinstance(n, Var)} for a in terms
-                                       if not isinstance(a, Var)):
-            touched *= ext
+    out = {a for a, c in terms.items() if c != 0 and isinstance(a, Var)}
+    for a in terms:
+        if not isinstance(a, Var):
+            out.update(n for n in walk(a) if isinstance(n, Var))
+    return frozenset(out)
+
+
+def _touch(used: frozenset, extents: dict) -> tuple[int, int]:
+    """(distinct elements touched, accesses) by an index using the vars ``used`` over loops with ``extents``."""
+    touched = math.prod(ext for v, ext in extents.items() if v in used)
     return touched, math.prod(extents.values())
 
 
 class FeatureExtractor:
-    """Fixed-length features of a task's configs, cached by config index."""
+    """Fixed-length features of a task's configs, cached by config index.
 
-    def __init__(self, task: Task):
+    ``n_jobs`` > 1 extracts large requests (at least ``PARALLEL_MIN`` new configs, as simulated annealing
+    makes) in that many worker processes, shared by all extractors of this process. The tuner calls it
+    between measured batches, when the cores are otherwise idle. Results are the same as serial.
+    """
+
+    def __init__(self, task: Task, n_jobs: int = 1):
+        if n_jobs < 1:
+            raise ValueError(f"n_jobs must be >= 1, got {n_jobs}")
         self.task = task
+        self.n_jobs = n_jobs
         self.buffers: list[str] | None = None
         self._cache: dict[int, np.ndarray] = {}
         space = task.space
@@ -143,8 +161,13 @@ class FeatureExtractor:
         return slice(start, start + MAX_BUFFERS * CURVE_POINTS)
 
     def __call__(self, indices) -> np.ndarray:
-        return np.stack([self.get(int(i)) for i in indices]) if len(indices) else \
-            np.zeros((0, self.length), np.float32)
+        if not len(indices):
+            return np.zeros((0, self.length), np.float32)
+        if self.n_jobs > 1:
+            missing = [i for i in dict.fromkeys(int(i) for i in indices) if i not in self._cache]
+            if len(missing) >= PARALLEL_MIN:
+                self._extract_parallel(missing)
+        return np.stack([self.get(int(i)) for i in indices])
 
     def get(self, index: int) -> np.ndarray:
         f = self._cache.get(index)
@@ -152,6 +175,19 @@ class FeatureExtractor:
             f = self._extract(index)
             self._cache[index] = f
         return f
+
+    def _extract_parallel(self, missing: list[int]) -> None:
+        while self.buffers is None and missing:  # fix the buffer order here, so that every worker agrees
+            self.get(missing.pop(0))
+        chunks = [c for c in np.array_split(np.array(missing), self.n_jobs * 2) if len(c)]
+        try:
+            pool = _pool(self.n_jobs)
+            futures = [pool.submit(_extract_in_worker, self.task, self.buffers, c.tolist()) for c in chunks]
+            for chunk, fut in zip(chunks, futures):
+                for i, f in zip(chunk.tolist(), fut.result()):
+                    self._cache[i] = f
+        except BrokenProcessPool:  # a worker died: finish here (get() extracts what is missing)
+            _reset_pool()
 
     def _extract(self, index: int) -> np.ndarray:
         out = np.zeros(self.length, np.float32)
@@ -179,7 +215,7 @@ class FeatureExtractor:
                 if acc.buffer not in buf_pos or acc.buffer in seen:
                     continue
                 terms, _ = linear(acc.index)
-                touched, count = _touch(acc.index, extents)
+                touched, count = _touch(acc.used, extents)
                 seen[acc.buffer] = (_log(abs(terms.get(lp.var, 0))), _log(touched), _log(count / touched))
             for name, vals in seen.items():
                 p = base + 7 + _N_ANN + buf_pos[name] * PER_BUFFER
@@ -196,7 +232,7 @@ class FeatureExtractor:
             for acc, extents in lp.accesses:
                 if acc.buffer in buf_pos and acc.buffer not in done:
                     done.add(acc.buffer)
-                    touched, count = _touch(acc.index, extents)
+                    touched, count = _touch(acc.used, extents)
                     pts[acc.buffer].append((math.log2(touched), _log(count / touched)))
         grid = np.arange(CURVE_POINTS) * 2.0
         for b, p in pts.items():
@@ -212,3 +248,34 @@ class FeatureExtractor:
         space = self.task.space
         ch = space.index_to_choices(index)
         return np.array([c / max(1, d - 1) for c, d in zip(ch, space.dims)], np.float32)
+
+
+# ----------------------------------------------------------------------------- worker processes
+
+PARALLEL_MIN = 16
+_POOL: tuple[int, ProcessPoolExecutor] | None = None
+_IN_WORKER: dict[tuple[str, str], FeatureExtractor] = {}
+
+
+def _pool(n_jobs: int) -> ProcessPoolExecutor:
+    global _POOL
+    if _POOL is None or _POOL[0] != n_jobs:
+        _reset_pool()
+        _POOL = (n_jobs, spawn_pool(n_jobs))
+    return _POOL[1]
+
+
+def _reset_pool() -> None:
+    global _POOL
+    if _POOL is not None:
+        _POOL[1].shutdown(wait=False, cancel_futures=True)
+    _POOL = None
+
+
+def _extract_in_worker(task: Task, buffers: list[str], indices: list[int]) -> list[np.ndarray]:
+    key = (task.workload_key, str(task.target))
+    fx = _IN_WORKER.get(key)
+    if fx is None:
+        fx = _IN_WORKER[key] = FeatureExtractor(task)
+        fx.buffers = list(buffers)
+    return [fx._extract(i) for i in indices]

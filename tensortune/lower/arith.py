@@ -61,23 +61,49 @@ def _linear(e: Expr) -> Linear:
 
 
 def from_linear(terms: dict, c: int, dtype: DType = DType.int32) -> Expr:
-    """Rebuild an expression from a linear form: positive terms, then negative ones, then the constant."""
+    """Rebuild an expression from a linear form: positive terms, then negative ones, then the constant.
+
+    Every sum and product built here is already in this canonical form and its linear form is known:
+    both are recorded, so that simplifying the result again costs time linear in its size.
+    """
     out: Expr | None = None
+    done: dict = {}
+
+    def term(atom, coef) -> Expr:
+        if coef in (1, -1):
+            return atom
+        return _canonical(Binary(BinOp.MUL, atom, Const(abs(coef), dtype)), {atom: abs(coef)}, 0)
+
     for atom, coef in terms.items():
         if coef > 0:
-            t = atom if coef == 1 else Binary(BinOp.MUL, atom, Const(coef, dtype))
-            out = t if out is None else Binary(BinOp.ADD, out, t)
+            done[atom] = coef
+            t = term(atom, coef)
+            out = t if out is None else _canonical(Binary(BinOp.ADD, out, t), dict(done), 0)
     for atom, coef in terms.items():
         if coef < 0:
-            t = atom if coef == -1 else Binary(BinOp.MUL, atom, Const(-coef, dtype))
-            out = Binary(BinOp.SUB, Const(0, dtype) if out is None else out, t)
+            done[atom] = coef
+            out = _canonical(Binary(BinOp.SUB, Const(0, dtype) if out is None else out, term(atom, coef)),
+                             dict(done), 0)
     if out is None:
         return Const(c, dtype)
     if c > 0:
-        return Binary(BinOp.ADD, out, Const(c, dtype))
+        return _canonical(Binary(BinOp.ADD, out, Const(c, dtype)), done, c)
     if c < 0:
-        return Binary(BinOp.SUB, out, Const(-c, dtype))
+        return _canonical(Binary(BinOp.SUB, out, Const(-c, dtype)), done, c)
     return out
+
+
+#: id(node) -> node, for sums and products built by ``from_linear`` (which simplify leaves as they are).
+_CANONICAL: dict[int, Expr] = {}
+
+
+def _canonical(node: Binary, terms: dict, c: int) -> Binary:
+    if len(_LINEAR_CACHE) >= _LINEAR_CACHE_SIZE:
+        _LINEAR_CACHE.clear()
+        _CANONICAL.clear()
+    _LINEAR_CACHE[id(node)] = (node, (terms, c))
+    _CANONICAL[id(node)] = node
+    return node
 
 
 def bounds(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
@@ -212,6 +238,8 @@ def _rewrite_binary(n: Binary, ranges: Ranges) -> Expr:
             return b
         return n
     if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
+        if _CANONICAL.get(id(n)) is n:
+            return n
         terms, c = linear(n)
         return from_linear(terms, c, n.dtype)
     if op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and isinstance(b, Const) and b.value > 0:

@@ -48,8 +48,8 @@ class _Builder:
         self.name = name
         self.stages = sch.stages
         self.bodies = self._inline_bodies()
-        self.readers = {n: [r for r, b in self.bodies.items() if n in _reads(b) and self.stages[r].attach != INLINE]
-                        for n in self.stages}
+        reads = {r: _reads(b) for r, b in self.bodies.items() if self.stages[r].attach != INLINE}
+        self.readers = {n: [r for r, rd in reads.items() if n in rd] for n in self.stages}
         self._check_attachments()
         self.arg_names = self._arg_names(args)
         self.buffers: dict[str, Buffer] = {}
@@ -306,7 +306,9 @@ class _Builder:
             for atom, coef in t.items():
                 terms[atom] = terms.get(atom, 0) + coef * stride
         flat = from_linear({a: c for a, c in terms.items() if c}, const)
-        if all(isinstance(a, Var) for a in terms):
+        # Only the non-linear atoms (// and % of loop variables) can simplify further; when none does,
+        # the flat form is already what simplify(flat) returns.
+        if all(isinstance(a, Var) or simplify(a, ranges) is a for a in terms):
             return flat
         return simplify(flat, ranges)
 

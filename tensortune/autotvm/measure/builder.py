@@ -1,9 +1,6 @@
 """Build candidates in parallel: instantiate, lower, generate C and compile, each in a pool worker."""
 from __future__ import annotations
 
-import multiprocessing
-import os
-import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -16,6 +13,7 @@ from ...errors import CompileError
 from ...lower import lower
 from ...build import arg_specs
 from ...runtime import compile_shared
+from ..workers import spawn_pool
 from .result import BuildResult, ErrorKind, MeasureInput
 
 ERROR_LINES = 20  # lines of compiler output kept in a COMPILE_ERROR message
@@ -87,9 +85,7 @@ class LocalBuilder:
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            # spawn: never fork a parent that may hold OpenMP or BLAS threads.
-            self._pool = ProcessPoolExecutor(self.options.n_parallel, multiprocessing.get_context("spawn"),
-                                             initializer=_exit_with_parent, initargs=(os.getpid(),))
+            self._pool = spawn_pool(self.options.n_parallel)
         return self._pool
 
     def _kill_pool(self) -> None:
@@ -101,16 +97,6 @@ class LocalBuilder:
         for p in processes:
             p.kill()
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _exit_with_parent(parent: int) -> None:
-    """In a pool worker: exit when the tuning process is gone (killed, not closed), instead of lingering."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
 def _build_one(inp: MeasureInput, timeout: float) -> BuildResult:

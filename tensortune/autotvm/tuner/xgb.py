@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from ...env import usable_cores
 from ..cost_model import XGBCostModel
 from ..features import FeatureExtractor
 from ..measure.result import MeasureInput, MeasureResult
@@ -30,7 +31,7 @@ ScoreFn = Callable[[Sequence[int]], np.ndarray]
 class SimulatedAnnealing:
     """Parallel simulated annealing over a config space, maximising a score function."""
 
-    def __init__(self, space: ConfigSpace, rng, n_chains: int = 32, n_steps: int = 24, early_stop: int = 8,
+    def __init__(self, space: ConfigSpace, rng, n_chains: int = 64, n_steps: int = 40, early_stop: int = 10,
                  temperature: tuple[float, float] = (1.0, 0.0)):
         self.space, self.rng = space, rng
         self.n_chains, self.n_steps, self.early_stop = n_chains, n_steps, early_stop
@@ -108,10 +109,10 @@ class XGBTuner(Tuner):
     """The model-based tuner (``loss="rank"`` for the ``xgb`` tuner, ``"reg"`` for ``xgb-reg``)."""
 
     def __init__(self, task: Task, seed: int | None = None, loss: str = "rank", plan_size: int = 64,
-                 epsilon: float = 0.05, history: Iterable[Record] | None = None, n_chains: int = 32,
-                 n_steps: int = 24):
+                 epsilon: float = 0.05, history: Iterable[Record] | None = None, n_chains: int = 64,
+                 n_steps: int = 40, n_jobs: int | None = None):
         super().__init__(task, seed)
-        self.features = FeatureExtractor(task)
+        self.features = FeatureExtractor(task, n_jobs=n_jobs or usable_cores())
         self.model = XGBCostModel(loss, seed=seed or 0)
         self.plan_size, self.epsilon = plan_size, epsilon
         self.sa = SimulatedAnnealing(self.space, self.rng, n_chains=n_chains, n_steps=n_steps)
