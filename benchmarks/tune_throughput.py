@@ -7,6 +7,10 @@ the shares of that time spent compiling (``Measurer.stats.build_s``), running ca
 (``stats.run_s``) and everything else: the tuner's own code, writing the log, the loop itself
 (wall - build - run).
 
+Then it times feature extraction of 1,000 random configs of the same task, serially and in the
+tuner's worker processes (as simulated annealing scores them), against measuring one batch of this
+run (wall time per batch): the extraction must take less.
+
 Reference point: TVM MetaSchedule needs about 1.1 s per trial on this machine (about 55 trials/min).
 
     python benchmarks/tune_throughput.py [--trials 128] [--tuner random|ga] [--json PATH]
@@ -21,6 +25,24 @@ import tempfile
 import time
 
 METASCHEDULE_S_PER_TRIAL = 1.1  # TVM MetaSchedule on this machine, seconds per trial
+
+
+def feature_speed(task, batch_s: float, n: int = 1000) -> dict:
+    """Seconds to extract features of ``n`` random configs (fresh caches), serially and in parallel."""
+    import random
+
+    from tensortune.autotvm.features import FeatureExtractor
+    from tensortune.env import usable_cores
+
+    jobs = usable_cores()
+    FeatureExtractor(task, n_jobs=jobs)(task.space.sample(64, random.Random(1)))  # start the workers
+    out = {"feature_configs": n, "feature_jobs": jobs, "batch_s": round(batch_s, 2)}
+    for name, n_jobs, seed in (("serial", 1, 2), ("parallel", jobs, 3)):
+        idx = task.space.sample(n, random.Random(seed))
+        start = time.perf_counter()
+        FeatureExtractor(task, n_jobs=n_jobs)(idx)
+        out[f"features_{name}_s"] = round(time.perf_counter() - start, 2)
+    return out
 
 
 def main() -> None:
@@ -65,6 +87,7 @@ def main() -> None:
         "metaschedule_s_per_trial": METASCHEDULE_S_PER_TRIAL, "metaschedule_trials_per_min": round(ms_per_min, 1),
         "ratio_to_metaschedule": round(per_min / ms_per_min, 2),
     }
+    figures.update(feature_speed(task, batch_s=wall / n * args.batch_size))
     print(f"{task} (resnet18:C6), {args.tuner} tuner, {n} trials ({failed} failed), batch {args.batch_size}, "
           f"{os.cpu_count()} cores, fresh compile cache")
     print(f"  wall        {wall:8.1f} s   {wall / n:.3f} s/trial   {per_min:.1f} trials/min")
@@ -74,6 +97,9 @@ def main() -> None:
     print(f"  best        {result.best_gflops:8.2f} GFLOP/s")
     print(f"TVM MetaSchedule: ~{METASCHEDULE_S_PER_TRIAL} s/trial ({ms_per_min:.0f} trials/min); "
           f"tensortune: {per_min / ms_per_min:.2f}x its rate")
+    print(f"features of 1,000 configs: {figures['features_serial_s']:.2f} s serially, "
+          f"{figures['features_parallel_s']:.2f} s in {figures['feature_jobs']} worker processes; "
+          f"measuring one batch of {args.batch_size}: {figures['batch_s']:.2f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=2)

@@ -33,6 +33,17 @@ def test_features_are_deterministic_and_fixed_length(matmul_task):
     assert (a.std(axis=0) > 0).sum() > 20  # configs really differ in their features
 
 
+def test_parallel_extraction_equals_serial_and_fills_the_cache():
+    task = task_from_workload("resnet18:C6")  # a spatial-pack template: packed buffers, local stages
+    idx = task.space.sample(40, random.Random(7)) + [0, 0]  # repeated configs are extracted once
+    serial = FeatureExtractor(task)(idx)
+    fx = FeatureExtractor(task, n_jobs=2)
+    np.testing.assert_array_equal(fx(idx), serial)
+    assert set(fx._cache) == set(idx)
+    with pytest.raises(ValueError, match="n_jobs"):
+        FeatureExtractor(task, n_jobs=0)
+
+
 def test_relation_features_have_the_same_length_across_workloads():
     c6 = FeatureExtractor(task_from_workload("resnet18:C6"))
     c1 = FeatureExtractor(task_from_workload("resnet18:C1"))
