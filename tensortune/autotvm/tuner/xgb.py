@@ -1,10 +1,12 @@
 """Model-based tuning: a cost model learned from measurements steers simulated annealing.
 
 After each measured batch the model is refit. Every ``plan_size`` measurements, simulated annealing
-under the model (chains persist across runs; a quarter restart from the fastest measured configs)
-finds the best configs, of which a plan of
-``plan_size`` is picked greedily for diversity of knob values among the top scorers. Each batch
-takes the plan's best under the refit model, plus a few random configs (epsilon-greedy).
+under the model (64 chains of up to 40 steps; chains persist across runs and a quarter restart from
+the fastest measured configs) finds the best configs, of which a plan of ``plan_size`` is picked
+greedily for diversity of knob values among the top scorers. Each batch takes the plan's best under
+the refit model, plus a few random configs (epsilon-greedy). Annealing scores a few thousand configs
+per plan; their features are extracted in worker processes (``n_jobs``, default: the usable cores),
+which are otherwise idle between measured batches.
 With ``history`` (records of other workloads), a global model on structure-invariant features
 seeds the predictions, with a weight that decays as local measurements accumulate.
 """
