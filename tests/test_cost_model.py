@@ -44,6 +44,23 @@ def test_parallel_extraction_equals_serial_and_fills_the_cache():
         FeatureExtractor(task, n_jobs=0)
 
 
+def test_failing_workers_fall_back_to_serial_extraction(monkeypatch):
+    import tensortune.autotvm.features as features
+
+    class Broken:
+        def submit(self, *a, **k):
+            raise RuntimeError("no processes here")
+
+    monkeypatch.setattr(features, "_pool", lambda n: Broken())
+    task = task_from_workload("resnet18:C6")
+    idx = task.space.sample(20, random.Random(8))
+    fx = FeatureExtractor(task, n_jobs=2)
+    with pytest.warns(RuntimeWarning, match="no processes here"):
+        out = fx(idx)
+    np.testing.assert_array_equal(out, FeatureExtractor(task)(idx))
+    assert fx.n_jobs == 1
+
+
 def test_relation_features_have_the_same_length_across_workloads():
     c6 = FeatureExtractor(task_from_workload("resnet18:C6"))
     c1 = FeatureExtractor(task_from_workload("resnet18:C1"))

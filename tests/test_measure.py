@@ -178,3 +178,14 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"  # a zombie has exited
     except FileNotFoundError:
         return False
+
+
+def test_pools_refuse_to_start_while_a_worker_imports_the_script(monkeypatch):
+    # What a spawned worker sees when the user's script tunes at top level, without a __main__ guard.
+    import multiprocessing
+
+    from tensortune.autotvm.workers import WorkerStartError, spawn_pool
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(WorkerStartError, match='if __name__ == "__main__"'):
+        spawn_pool(1)

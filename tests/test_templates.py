@@ -47,3 +47,13 @@ def test_workload_key_is_stable_and_tasks_pickle():
     t2 = pickle.loads(pickle.dumps(t))
     assert t2 == t and t2.workload_key == t.workload_key and len(t2.space) == len(t.space)
     assert t.flops == 2 * 32 * 12 * 12 * 16 * 9
+
+
+def test_instantiate_without_a_config_is_a_task_error():
+    from tensortune.autotvm.task import TaskError
+
+    task = create_task("matmul", {"M": 16, "N": 16, "K": 16})
+    with pytest.raises(TaskError, match="no successful config has no best_index"):
+        task.instantiate(None)
+    with pytest.raises(TaskError, match="config index or a ConfigEntity"):
+        task.kernel_inputs("3", task.make_inputs())

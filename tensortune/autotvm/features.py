@@ -17,6 +17,7 @@ All counts are ``log2(1 + x)``. Features depend only on the config, so they are 
 from __future__ import annotations
 
 import math
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -186,8 +187,12 @@ class FeatureExtractor:
             for chunk, fut in zip(chunks, futures):
                 for i, f in zip(chunk.tolist(), fut.result()):
                     self._cache[i] = f
-        except BrokenProcessPool:  # a worker died: finish here (get() extracts what is missing)
-            _reset_pool()
+        except Exception as e:  # workers are only a speed-up: extract here from now on
+            warnings.warn(f"feature extraction in worker processes failed ({type(e).__name__}: {e}); "
+                          "extracting in this process from now on", RuntimeWarning, stacklevel=3)
+            self.n_jobs = 1
+            if isinstance(e, BrokenProcessPool):
+                _reset_pool()
 
     def _extract(self, index: int) -> np.ndarray:
         out = np.zeros(self.length, np.float32)

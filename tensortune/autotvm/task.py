@@ -85,6 +85,10 @@ class Task:
 
     def instantiate(self, config: ConfigEntity | int) -> tuple[Schedule, Operator]:
         """Schedule the operator with one config (may raise ScheduleError for an invalid config)."""
+        if not isinstance(config, (int, ConfigEntity)):
+            raise TaskError(f"config must be a config index or a ConfigEntity, got {config!r}"
+                            + (" (a tuning run that measured no successful config has no best_index)"
+                               if config is None else ""))
         cfg = self.space.get(config) if isinstance(config, int) else config
         return self.template(cfg, *self.args)
 

@@ -17,6 +17,8 @@ from ..workers import spawn_pool
 from .result import BuildResult, ErrorKind, MeasureInput
 
 ERROR_LINES = 20  # lines of compiler output kept in a COMPILE_ERROR message
+_DIED_HINT = (" (if every candidate fails this way, the workers could not start: they are spawned and import "
+              "your script, so a script must tune under `if __name__ == \"__main__\":`)")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class LocalBuilder:
                     results[i] = fut.result()
                 except BrokenProcessPool as e:
                     broken = True
-                    results[i] = BuildResult(None, ErrorKind.UNKNOWN, f"build worker died: {e}", 0.0)
+                    results[i] = BuildResult(None, ErrorKind.UNKNOWN, f"build worker died: {e}{_DIED_HINT}", 0.0)
             now = time.monotonic()
             expired = [f for f, (_, d) in running.items() if d <= now and not f.done()]
             for fut in expired:
