@@ -44,6 +44,15 @@ def test_parallel_extraction_equals_serial_and_fills_the_cache():
         FeatureExtractor(task, n_jobs=0)
 
 
+def test_feature_cache_is_bounded_and_evicted_configs_are_recomputed(matmul_task):
+    idx = matmul_task.space.sample(30, random.Random(4))
+    fx = FeatureExtractor(matmul_task, max_cache=10)
+    out = fx(idx)
+    assert len(fx._cache) <= 10
+    np.testing.assert_array_equal(fx(idx), out)  # evicted configs come back identical
+    np.testing.assert_array_equal(out, FeatureExtractor(matmul_task)(idx))
+
+
 def test_failing_workers_fall_back_to_serial_extraction(monkeypatch):
     import tensortune.autotvm.features as features
 

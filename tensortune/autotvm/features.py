@@ -141,11 +141,12 @@ class FeatureExtractor:
     between measured batches, when the cores are otherwise idle. Results are the same as serial.
     """
 
-    def __init__(self, task: Task, n_jobs: int = 1):
-        if n_jobs < 1:
-            raise ValueError(f"n_jobs must be >= 1, got {n_jobs}")
+    def __init__(self, task: Task, n_jobs: int = 1, max_cache: int = 50_000):
+        if n_jobs < 1 or max_cache < 1:
+            raise ValueError(f"n_jobs and max_cache must be >= 1, got {n_jobs} and {max_cache}")
         self.task = task
         self.n_jobs = n_jobs
+        self.max_cache = max_cache  # ~3 KB per config: the oldest half is dropped beyond this
         self.buffers: list[str] | None = None
         self._cache: dict[int, np.ndarray] = {}
         space = task.space
@@ -174,8 +175,14 @@ class FeatureExtractor:
         f = self._cache.get(index)
         if f is None:
             f = self._extract(index)
-            self._cache[index] = f
+            self._store(index, f)
         return f
+
+    def _store(self, index: int, f: np.ndarray) -> None:
+        if len(self._cache) >= self.max_cache:
+            for old in list(self._cache)[: len(self._cache) // 2]:
+                del self._cache[old]
+        self._cache[index] = f
 
     def _extract_parallel(self, missing: list[int]) -> None:
         while self.buffers is None and missing:  # fix the buffer order here, so that every worker agrees
@@ -186,7 +193,7 @@ class FeatureExtractor:
             futures = [pool.submit(_extract_in_worker, self.task, self.buffers, c.tolist()) for c in chunks]
             for chunk, fut in zip(chunks, futures):
                 for i, f in zip(chunk.tolist(), fut.result()):
-                    self._cache[i] = f
+                    self._store(i, f)
         except Exception as e:  # workers are only a speed-up: extract here from now on
             warnings.warn(f"feature extraction in worker processes failed ({type(e).__name__}: {e}); "
                           "extracting in this process from now on", RuntimeWarning, stacklevel=3)
