@@ -57,3 +57,11 @@ def test_instantiate_without_a_config_is_a_task_error():
         task.instantiate(None)
     with pytest.raises(TaskError, match="config index or a ConfigEntity"):
         task.kernel_inputs("3", task.make_inputs())
+
+
+@pytest.mark.parametrize("template", ["conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_nchwc_packed"])
+def test_conv_template_with_a_kernel_larger_than_the_input_is_a_shape_error(template):
+    from tensortune.errors import ShapeError
+
+    with pytest.raises(ShapeError, match="7-wide kernel does not fit an input of 5"):
+        create_task("conv2d", {"N": 1, "IC": 16, "OC": 16, "H": 5, "W": 5, "K": 7}, template=template).space

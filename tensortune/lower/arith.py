@@ -18,9 +18,10 @@ Ranges = dict  # Var -> (lo, hi), inclusive
 Linear = tuple  # (dict[Expr, int] atom -> coefficient, int constant)
 
 
-#: id(node) -> (node, linear form). Expressions are immutable, so a node's form never changes; the node
-#: is kept in the entry so its id cannot be reused while the entry exists.
-_LINEAR_CACHE: dict[int, tuple[Expr, Linear]] = {}
+#: id(node) -> (node, linear form, canonical). Expressions are immutable, so a node's form never changes;
+#: the node is kept in the entry so its id cannot be reused while the entry exists. ``canonical`` marks
+#: sums and products built by ``from_linear``, which ``simplify`` leaves as they are.
+_LINEAR_CACHE: dict[int, tuple[Expr, Linear, bool]] = {}
 _LINEAR_CACHE_SIZE = 1 << 17
 
 
@@ -33,10 +34,19 @@ def linear(e: Expr) -> Linear:
     if hit is not None and hit[0] is e:
         return hit[1]
     out = _linear(e)
+    _remember(e, out, False)
+    return out
+
+
+def _remember(e: Expr, form: Linear, canonical: bool) -> None:
     if len(_LINEAR_CACHE) >= _LINEAR_CACHE_SIZE:
         _LINEAR_CACHE.clear()
-    _LINEAR_CACHE[id(e)] = (e, out)
-    return out
+    _LINEAR_CACHE[id(e)] = (e, form, canonical)
+
+
+def _is_canonical(e: Expr) -> bool:
+    hit = _LINEAR_CACHE.get(id(e))
+    return hit is not None and hit[0] is e and hit[2]
 
 
 def _linear(e: Expr) -> Linear:
@@ -93,16 +103,8 @@ def from_linear(terms: dict, c: int, dtype: DType = DType.int32) -> Expr:
     return out
 
 
-#: id(node) -> node, for sums and products built by ``from_linear`` (which simplify leaves as they are).
-_CANONICAL: dict[int, Expr] = {}
-
-
 def _canonical(node: Binary, terms: dict, c: int) -> Binary:
-    if len(_LINEAR_CACHE) >= _LINEAR_CACHE_SIZE:
-        _LINEAR_CACHE.clear()
-        _CANONICAL.clear()
-    _LINEAR_CACHE[id(node)] = (node, (terms, c))
-    _CANONICAL[id(node)] = node
+    _remember(node, (terms, c), True)
     return node
 
 
@@ -238,7 +240,7 @@ def _rewrite_binary(n: Binary, ranges: Ranges) -> Expr:
             return b
         return n
     if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
-        if _CANONICAL.get(id(n)) is n:
+        if _is_canonical(n):
             return n
         terms, c = linear(n)
         return from_linear(terms, c, n.dtype)

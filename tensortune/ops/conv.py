@@ -12,7 +12,7 @@ from ..te import Tensor
 from .operator import Operator, largest_divisor
 
 
-def _out_size(n: int, k: int, stride: int, pad: int, what: str) -> int:
+def conv_out_size(n: int, k: int, stride: int, pad: int, what: str) -> int:
     if stride < 1 or pad < 0 or k < 1:
         raise ShapeError(f"{what}: stride must be >= 1, pad >= 0 and kernel >= 1 (got stride={stride}, pad={pad}, "
                          f"kernel={k})")
@@ -67,8 +67,8 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int | None 
                 name: str = "conv2d") -> Operator:
     """``out[n, o, y, x] = sum(data_pad[n, c, y*s+r, x*s+q] * weight[o, c, r, q])``."""
     KW = KH if KW is None else KW
-    OH = _out_size(H, KH, stride, pad, name)
-    OW = _out_size(W, KW, stride, pad, name)
+    OH = conv_out_size(H, KH, stride, pad, name)
+    OW = conv_out_size(W, KW, stride, pad, name)
     data = te.placeholder((N, C, H, W), dtype, "data")
     weight = te.placeholder((O, C, KH, KW), dtype, "weight")
     dp = pad_nchw(data, pad)
@@ -93,8 +93,8 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int | Non
                           name: str = "depthwise_conv2d") -> Operator:
     """``out[n, c, y, x] = sum(data_pad[n, c, y*s+r, x*s+q] * weight[c, 0, r, q])`` (channel multiplier 1)."""
     KW = KH if KW is None else KW
-    OH = _out_size(H, KH, stride, pad, name)
-    OW = _out_size(W, KW, stride, pad, name)
+    OH = conv_out_size(H, KH, stride, pad, name)
+    OW = conv_out_size(W, KW, stride, pad, name)
     data = te.placeholder((N, C, H, W), dtype, "data")
     weight = te.placeholder((C, 1, KH, KW), dtype, "weight")
     dp = pad_nchw(data, pad)

@@ -13,7 +13,7 @@ from .. import te
 from ..errors import ShapeError
 from ..runtime import Target
 from ..schedule import Schedule, create_schedule
-from .conv import _out_size, conv2d_nchw, depthwise_conv2d_nchw, pad_nchw
+from .conv import conv_out_size, conv2d_nchw, depthwise_conv2d_nchw, pad_nchw
 from .operator import Operator
 
 
@@ -55,7 +55,7 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1
     """
     _check_block(C, icb, f"{name}: input channel")
     _check_block(O, ocb, f"{name}: output channel")
-    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C, H, W), dtype, "data")
     wp = te.placeholder((O // ocb, C // icb, K, K, icb, ocb), dtype, "weight_packed")
     dp = _pack_data(data, pad, icb)
@@ -96,7 +96,7 @@ def conv2d_nchwc_packed(N: int, C: int, H: int, W: int, O: int, K: int, stride: 
     """
     _check_block(C, icb, f"{name}: input channel")
     _check_block(O, ocb, f"{name}: output channel")
-    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C // icb, H, W, icb), dtype, "data_packed")
     wp = te.placeholder((O // ocb, C // icb, K, K, icb, ocb), dtype, "weight_packed")
     if pad:
@@ -130,7 +130,7 @@ def conv2d_spatial_pack(N: int, C: int, H: int, W: int, O: int, K: int, stride: 
     Kernel inputs: ``data [N, C, H, W]`` and ``weight_packed [O/ocb, C, K, K, ocb]``.
     """
     _check_block(O, ocb, f"{name}: output channel")
-    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C, H, W), dtype, "data")
     wp = te.placeholder((O // ocb, C, K, K, ocb), dtype, "weight_packed")
     dp = pad_nchw(data, pad)
@@ -154,7 +154,7 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int =
     Kernel inputs: ``data [N, C, H, W]`` and ``weight_packed [C/cb, K, K, cb]``.
     """
     _check_block(C, cb, f"{name}: channel")
-    OH, OW = _out_size(H, K, stride, pad, name), _out_size(W, K, stride, pad, name)
+    OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C, H, W), dtype, "data")
     wp = te.placeholder((C // cb, K, K, cb), dtype, "weight_packed")
     dp = _pack_data(data, pad, cb)

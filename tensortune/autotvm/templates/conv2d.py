@@ -9,6 +9,7 @@ loops, unrolling and the parallel loops.
 from __future__ import annotations
 
 from ...ops import conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack, depthwise_conv2d_nchwc, packed_blocks
+from ...ops.conv import conv_out_size
 from ...schedule import create_schedule
 from ..space import SplitEntity
 from ..task import template
@@ -16,10 +17,6 @@ from ..task import template
 #: accumulator registers available for the register tile (of 32 on AVX-512; leave some for operands)
 MAX_ACC_REGS = 28
 LANES = 16  # float32 lanes of an AVX-512 register; only used to bound the register tile in the filter
-
-
-def _out_size(n: int, k: int, stride: int, pad: int) -> int:
-    return (n + 2 * pad - k) // stride + 1
 
 
 def _channel_block(e: SplitEntity) -> bool:
@@ -82,7 +79,7 @@ def _schedule(cfg, op, block_name: str, reduce_order: list[int] | None):
 def conv2d_nchwc_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
                           dtype: str = "float32"):
     """NCHW[x]c conv2d: input channels blocked (tile_ic), output channels in vector lanes (tile_oc)."""
-    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    oh, ow = conv_out_size(H, K, stride, pad, "conv2d"), conv_out_size(W, K, stride, pad, "conv2d")
     cfg.define_split("tile_ic", C, num_outputs=2, filter=lambda e: e.size[-1] <= 64)
     _define_tiles(cfg, O, oh, ow, "tile_oc")
     cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (ic outer, kh, kw)
@@ -94,7 +91,7 @@ def conv2d_nchwc_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, s
 def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
                                  pad: int = 0, dtype: str = "float32"):
     """Spatial-pack conv2d: NCHW input read in place, output channels in vector lanes (tile_oc)."""
-    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    oh, ow = conv_out_size(H, K, stride, pad, "conv2d"), conv_out_size(W, K, stride, pad, "conv2d")
     _define_tiles(cfg, O, oh, ow, "tile_oc")
     cfg.define_split("tile_rc", C, num_outputs=2)
     cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (rc inner, kh, kw)
@@ -117,7 +114,7 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     in a local buffer over (input-channel block, kh, kw) in the order ``reorder_reduce`` and the
     16 channels of each input block, then written back once.
     """
-    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    oh, ow = conv_out_size(H, K, stride, pad, "conv2d"), conv_out_size(W, K, stride, pad, "conv2d")
     icb, ocb = packed_blocks(C, O, LANES)
     op = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype)
     vectors = -(-ocb // LANES)
@@ -163,7 +160,7 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
 def depthwise_conv2d_template(cfg, N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
                               dtype: str = "float32"):
     """Depthwise conv2d with channels blocked into vector lanes (tile_c)."""
-    oh, ow = _out_size(H, K, stride, pad), _out_size(W, K, stride, pad)
+    oh, ow = conv_out_size(H, K, stride, pad, "depthwise_conv2d"), conv_out_size(W, K, stride, pad, "depthwise_conv2d")
     _define_tiles(cfg, C, oh, ow, "tile_c")
     cfg.define_reorder("reorder_reduce", [0, 1], policy="all")  # order of (kh, kw)
     op = depthwise_conv2d_nchwc(N, C, H, W, K, stride, pad, cfg["tile_c"].size[-1], dtype)
