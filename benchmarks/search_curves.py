@@ -42,7 +42,7 @@ QUICK = (Method("random", 1, 96), Method("ga", 1, 96), Method("xgb", 1, 96), Met
 
 
 def make_task(key: str):
-    from tensortune.autotvm.tasks import create_task, task_from_workload
+    from tensortune.autotvm.catalog import create_task, task_from_workload
 
     if key.startswith("matmul:"):
         n = int(key.split(":")[1])

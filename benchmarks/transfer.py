@@ -60,7 +60,7 @@ def main() -> None:
 def run_seed(names, trials, out: Path, seed: int, batch_size: int, measure) -> list[dict]:
     """Both runs of every workload, in order, with one seed; the transfer runs' logs are the history."""
     from tensortune.autotvm.record import load_records
-    from tensortune.autotvm.tasks import task_from_workload
+    from tensortune.autotvm.catalog import task_from_workload
     from tensortune.autotvm.tune import tune
 
     (out / "plain").mkdir(parents=True, exist_ok=True)

@@ -58,9 +58,9 @@ def main() -> None:
         # Set before anything compiles: the build pool and the runner worker are spawned with this environment.
         os.environ["TENSORTUNE_CACHE_DIR"] = os.path.join(tmp, "cache")
         from tensortune.autotvm.measure import Measurer
-        from tensortune.autotvm.tasks import task_from_workload
+        from tensortune.autotvm.catalog import task_from_workload
         from tensortune.autotvm.tune import tune
-        from tensortune.runtime import Target
+        from tensortune.target import Target
 
         task = task_from_workload("resnet18:C6")
         log = os.path.join(tmp, "c6.json")

@@ -42,7 +42,7 @@ BEGIN, END = "<!-- vs_libraries:begin -->", "<!-- vs_libraries:end -->"
 
 def tasks_of(key: str) -> dict:
     """The tasks tuned for one workload: {view: task}."""
-    from tensortune.autotvm.tasks import create_task, task_from_workload
+    from tensortune.autotvm.catalog import create_task, task_from_workload
 
     if key.startswith("matmul:"):
         n = int(key.split(":")[1])

@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 from . import te  # noqa: E402
 from .build import build  # noqa: E402
 from .lower import lower  # noqa: E402
-from .runtime import Target  # noqa: E402
+from .target import Target  # noqa: E402
 from .schedule import create_schedule  # noqa: E402
 
 __all__ = ["__version__", "build", "create_schedule", "lower", "te", "Target"]

@@ -7,7 +7,8 @@ from .codegen import codegen_c
 from .ir import PrimFunc, Store
 from .te.expr import walk
 from .lower import lower
-from .runtime import ArgSpec, Module, Target, compile_shared
+from .runtime import ArgSpec, Module, compile_shared
+from .target import Target
 from .schedule import Schedule
 from .te import Tensor
 

@@ -73,7 +73,7 @@ def parse_shape(items: Sequence[str]) -> dict[str, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .autotvm.tasks import OPERATORS
+    from .autotvm.catalog import OPERATORS
     from .autotvm.tune import TUNERS
 
     p = _Parser(prog="tensortune", description="Tune tensor operators and use the tuning logs.",
@@ -210,7 +210,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _task_from_args(args: argparse.Namespace):
-    from .autotvm.tasks import OPERATORS, create_task, task_from_workload
+    from .autotvm.catalog import OPERATORS, create_task, task_from_workload
 
     if args.workload is not None:
         if args.operator is not None or args.shape is not None:
@@ -230,7 +230,7 @@ def _task_from_args(args: argparse.Namespace):
 
 def _operator_after_shape(args: argparse.Namespace) -> None:
     """``tune --shape M=8 N=8 K=8 matmul``: argparse reads ``matmul`` as a shape item; say where it goes."""
-    from .autotvm.tasks import OPERATORS
+    from .autotvm.catalog import OPERATORS
 
     for item in args.shape or ():
         if item in OPERATORS:
@@ -332,7 +332,7 @@ def _selected(task, select: str) -> bool:
 
 
 def _operator_of(template: str) -> str | None:
-    from .autotvm.tasks import operator_of
+    from .autotvm.catalog import operator_of
 
     return operator_of(template)
 
@@ -351,7 +351,7 @@ _WORKLOAD_NAMES: dict[tuple[str | None, tuple], str] = {}
 
 
 def _workload_names() -> dict[tuple[str | None, tuple], str]:
-    from .autotvm.tasks import task_from_workload
+    from .autotvm.catalog import task_from_workload
 
     if not _WORKLOAD_NAMES:
         for table in workloads.TABLES:

@@ -35,7 +35,7 @@ def plain_operator(task):
     """The NCHW (or plain matmul) operator of ``tensortune.ops`` that the task computes: its reference is
     what the peers compute, and its default schedule is the untuned baseline."""
     from . import ops
-    from .autotvm.tasks import operator_of
+    from .autotvm.catalog import operator_of
 
     op, a = operator_of(task.name), task.args
     if op == "matmul" and len(a) == 3:
@@ -83,7 +83,7 @@ def _worker_main() -> int:
     spec = json.loads(sys.stdin.read())
     from .autotvm.task import Task
     from .autotvm.templates import TEMPLATES
-    from .runtime import Target
+    from .target import Target
 
     task = Task(TEMPLATES[spec["template"]], tuple(spec["args"]), Target.parse(spec["target"]))
     canonical = task.make_inputs(seed=0)
@@ -107,7 +107,7 @@ def _worker_main() -> int:
 
 def peers_of(task) -> list[tuple[str, PeerFactory]]:
     """The peer implementations of the task's operator: (name, factory of a call returning the output)."""
-    from .autotvm.tasks import operator_of
+    from .autotvm.catalog import operator_of
 
     op = operator_of(task.name)
     if op == "matmul":

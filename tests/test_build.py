@@ -8,7 +8,8 @@ import tensortune as tt
 from tensortune import te
 from tensortune.dtype import DType
 from tensortune.errors import ArgumentError
-from tensortune.runtime import ISA, Target, TimingResult
+from tensortune.runtime import TimingResult
+from tensortune.target import ISA, Target
 
 
 def add_one(shape=(4, 5), dtype="float32"):

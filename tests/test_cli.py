@@ -17,7 +17,7 @@ import pytest
 from tensortune import cli
 from tensortune.autotvm.record import load_records
 from tensortune.autotvm.task import Task
-from tensortune.autotvm.tasks import create_task, task_from_workload
+from tensortune.autotvm.catalog import create_task, task_from_workload
 from tensortune.peers import check_output, time_peers
 
 MATMUL = ["tune", "matmul", "--shape", "M=32", "N=32", "K=32", "--tuner", "random", "--quiet", "--seed", "1"]

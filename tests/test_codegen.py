@@ -12,7 +12,7 @@ from tensortune import te
 from tensortune.codegen import codegen_c
 from tensortune.codegen.c import MAX_STRAIGHT_VECTORS
 from tensortune.dtype import DType
-from tensortune.runtime import ISA, Target
+from tensortune.target import ISA, Target
 
 AVX512 = Target(ISA.AVX512, 2, "x86_64")
 AVX2 = Target(ISA.AVX2, 2, "x86_64")

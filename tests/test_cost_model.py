@@ -10,7 +10,7 @@ from tensortune.autotvm.cost_model import XGBCostModel, pairwise_accuracy, topk_
 from tensortune.autotvm.features import FeatureExtractor
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import Record, append_records, load_records
-from tensortune.autotvm.tasks import create_task, task_from_workload
+from tensortune.autotvm.catalog import create_task, task_from_workload
 from tensortune.autotvm.tune import tune
 from tensortune.autotvm.tuner import RandomTuner, XGBTuner
 from tensortune.autotvm.tuner.xgb import SimulatedAnnealing, diverse_pick

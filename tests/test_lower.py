@@ -16,7 +16,7 @@ from tensortune.dtype import DType
 from tensortune.errors import LoweringError
 from tensortune.ir import Allocate, Buffer, For, ForKind, IfThenElse, IRVerifyError, Load, PrimFunc, Scope, Seq, \
     Store, verify
-from tensortune.lower.arith import bounds, linear, region, simplify
+from tensortune.arith import bounds, linear, region, simplify
 from tensortune.lower.passes import MAX_UNROLL_EXTENT, remove_unit_loops, simplify_func, unroll_loops
 from tensortune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Select, Var, walk
 

@@ -14,7 +14,8 @@ from tensortune.autotvm.measure import (BuildOptions, BuildResult, ErrorKind, Lo
                                         MeasureInput, MeasureOptions, Measurer, RunOptions)
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates.matmul import matmul_template
-from tensortune.runtime import ISA, ArgSpec, Target, compile_shared
+from tensortune.runtime import ArgSpec, compile_shared
+from tensortune.target import ISA, Target
 
 HOST = Target.host()
 MATMUL = Task(matmul_template, (64, 64, 64), HOST)
@@ -152,7 +153,7 @@ def test_build_workers_exit_when_the_tuning_process_is_killed():
         import sys
         from tensortune.autotvm.measure.builder import LocalBuilder
         from tensortune.autotvm.measure.result import MeasureInput
-        from tensortune.autotvm.tasks import create_task
+        from tensortune.autotvm.catalog import create_task
         if __name__ == "__main__":
             b = LocalBuilder()
             b.build([MeasureInput(create_task("matmul", {"M": 8, "N": 8, "K": 8}), 0)])

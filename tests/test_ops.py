@@ -13,7 +13,7 @@ import pytest
 import tensortune as tt
 from tensortune import ops, workloads
 from tensortune.errors import ShapeError
-from tensortune.runtime import ISA, Target
+from tensortune.target import ISA, Target
 
 RESNET18 = workloads.load("resnet18")
 MOBILENET = workloads.load("mobilenet")

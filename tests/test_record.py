@@ -18,7 +18,7 @@ from tensortune.autotvm.record import (RECORD_VERSION, Record, RecordWarning, ap
                                        build_best, load_records, pick_best, task_records)
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import matmul_template
-from tensortune.runtime import ISA, Target
+from tensortune.target import ISA, Target
 
 HOST = Target.host()
 OTHER = Target(ISA.SCALAR, 1, "x86_64")
@@ -175,7 +175,7 @@ _WRITER = textwrap.dedent("""
     from tensortune.autotvm.record import append_records
     from tensortune.autotvm.task import Task
     from tensortune.autotvm.templates import matmul_template
-    from tensortune.runtime import Target
+    from tensortune.target import Target
     t = Task(matmul_template, (64, 64, 64), Target.host())
     msg = "x" * 20000  # long lines make a kill inside a write more likely
     for n in itertools.count():

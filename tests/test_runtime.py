@@ -13,17 +13,16 @@ from tensortune.dtype import DType
 from tensortune.env import SettingsError, settings
 from tensortune.errors import ArgumentError, CompileError, CompilerNotFoundError
 from tensortune.runtime import (
-    ISA,
     ArgSpec,
     KernelRuntimeError,
     Module,
-    Target,
-    TargetError,
     TimingResult,
+    c_flags,
     compile_shared,
     find_compiler,
     load_library,
 )
+from tensortune.target import ISA, Target, TargetError, TargetKind
 
 ADD_ONE = r"""
 #include <stdint.h>
@@ -179,11 +178,18 @@ def test_lanes_and_vector_bytes():
 
 
 def test_cflags():
-    assert "-march=native" in Target(ISA.AVX512, 2, "x86_64", native=True).cflags()
-    portable = Target(ISA.AVX512, 2, "x86_64").cflags()
+    assert "-march=native" in c_flags(Target(ISA.AVX512, 2, "x86_64", native=True))
+    portable = c_flags(Target(ISA.AVX512, 2, "x86_64"))
     assert "-march=x86-64-v4" in portable and "-mprefer-vector-width=512" in portable
-    assert "-march=x86-64-v3" in Target(ISA.AVX2, 2, "x86_64").cflags()
-    assert not any(f.startswith("-march") for f in SCALAR.cflags())
+    assert "-march=x86-64-v3" in c_flags(Target(ISA.AVX2, 2, "x86_64"))
+    assert not any(f.startswith("-march") for f in c_flags(SCALAR))
+
+
+def test_target_kind_is_the_first_word():
+    t = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
+    assert t.kind is TargetKind.C and str(t).split()[0] == "c"
+    with pytest.raises(TargetError, match="target kind"):
+        Target.parse("opencl -isa=avx2 -cores=2 -arch=x86_64")
 
 
 # --- compiler and cache -----------------------------------------------------------------------

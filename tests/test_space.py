@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tensortune.autotvm.space import ConfigEntity, ConfigSpace, SpaceError, split_candidates
-from tensortune.autotvm.tasks import create_task, task_from_workload
+from tensortune.autotvm.catalog import create_task, task_from_workload
 
 
 def test_three_way_factor_split_of_224_has_63_configs():

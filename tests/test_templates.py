@@ -8,7 +8,7 @@ import pytest
 
 import tensortune as tt
 from tensortune.autotvm.task import Task
-from tensortune.autotvm.tasks import create_task
+from tensortune.autotvm.catalog import create_task
 from tensortune.autotvm.templates import TEMPLATES
 
 CASES = [

@@ -20,7 +20,7 @@ from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import matmul_template
 from tensortune.autotvm.tune import TuneError, tune
 from tensortune.autotvm.tuner import GATuner, GridTuner, RandomTuner
-from tensortune.runtime import ISA, Target
+from tensortune.target import ISA, Target
 
 TASK = Task(matmul_template, (64, 64, 64), Target.host())  # 88200 configs
 TINY = Task(matmul_template, (2, 2, 2), Target.host())
@@ -115,7 +115,7 @@ _TUNE_SLOWLY = textwrap.dedent("""
     from tensortune.autotvm.task import Task
     from tensortune.autotvm.templates import matmul_template
     from tensortune.autotvm.tune import tune
-    from tensortune.runtime import Target
+    from tensortune.target import Target
     task = Task(matmul_template, (64, 64, 64), Target.host())
     def measure(inputs):
         time.sleep(0.02)

@@ -13,7 +13,7 @@ from tensortune.autotvm.task import Task, template
 from tensortune.autotvm.templates import matmul_template
 from tensortune.autotvm.tuner import GATuner, GridTuner, RandomTuner, Tuner
 from tensortune.ops import matmul
-from tensortune.runtime import Target
+from tensortune.target import Target
 from tensortune.schedule import create_schedule
 
 TUNERS: list[type[Tuner]] = [RandomTuner, GridTuner, GATuner]

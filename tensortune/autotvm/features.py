@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.nodes import Allocate, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
-from ..lower.arith import linear
+from ..arith import linear
 from ..lower.loop_nest import build_loop_nest
 from ..te.expr import Binary, BinOp, Call, Expr, Var, walk
 from .task import Task

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .. import __version__
-from ..runtime import Module, Target
+from ..runtime import Module
+from ..target import Target
 from ..schedule import Schedule
 from ..ops import Operator
 from .measure.result import ErrorKind, MeasureInput, MeasureResult

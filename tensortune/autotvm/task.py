@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import TensortuneError
 from ..ops import Operator
-from ..runtime import Target
+from ..target import Target
 from ..schedule import Schedule
 from .space import ConfigEntity, ConfigSpace
 

@@ -16,10 +16,10 @@ import re
 
 from ..dtype import DType
 from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
-from ..runtime.target import Target
+from ..target import Target
 from ..te.expr import (Binary, BinOp, Call, Cast, Compare, Const, Expr, MathFunc, Not, Select, Var,
                        free_vars, substitute, walk)
-from ..lower.arith import linear, simplify
+from ..arith import linear, simplify
 from .. import __version__
 
 #: Local buffers up to this size go on the stack; larger ones are heap-allocated per entry.

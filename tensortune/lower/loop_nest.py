@@ -18,7 +18,7 @@ from ..te.tensor import Tensor
 from ..schedule.schedule import INLINE, ROOT, AttachAt, Schedule, SplitRel, StageState
 from ..schedule.steps import Annotation
 from ..ir.nodes import Load
-from .arith import Ranges, bounds, from_linear, linear, region, simplify
+from ..arith import Ranges, bounds, from_linear, linear, region, simplify
 
 _FOR_KIND = {Annotation.SERIAL: ForKind.SERIAL, Annotation.UNROLL: ForKind.UNROLLED,
              Annotation.VECTORIZE: ForKind.VECTORIZED, Annotation.PARALLEL: ForKind.PARALLEL}

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from ..ir.nodes import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from ..te.expr import Const, substitute
-from .arith import Ranges, simplify
+from ..arith import Ranges, simplify
 
 _EMPTY = Seq(())
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import te
 from ..errors import ShapeError
-from ..runtime import Target
+from ..target import Target
 from ..schedule import Schedule, create_schedule
 from ..te import Tensor
 from .operator import Operator, largest_divisor

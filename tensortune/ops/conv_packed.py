@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import ShapeError
-from ..runtime import Target
+from ..target import Target
 from ..schedule import Schedule, create_schedule
 from .conv import conv_out_size, conv2d_nchw, depthwise_conv2d_nchw, pad_nchw
 from .operator import Operator

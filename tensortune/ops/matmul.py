@@ -11,7 +11,7 @@ import numpy as np
 from .. import te
 from ..dtype import DType
 from ..errors import ShapeError
-from ..runtime import Target
+from ..target import Target
 from ..schedule import Schedule, create_schedule
 from .operator import Operator, largest_divisor
 

@@ -6,7 +6,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..runtime import Target
+from ..target import Target
 from ..schedule import Schedule
 from ..te import Tensor
 

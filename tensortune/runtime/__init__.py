@@ -1,19 +1,6 @@
-"""Runtime: targets, the C compiler and its cache, and callable compiled kernels."""
-from .compiler import Compiler, cache_key, compile_shared, find_compiler, load_library
+"""Runtime: the C compiler and its cache, loading compiled kernels, calling and timing them."""
+from .compiler import Compiler, c_flags, cache_key, compile_shared, find_compiler, load_library
 from .module import ArgSpec, KernelRuntimeError, Module, TimingResult
-from .target import ISA, Target, TargetError
 
-__all__ = [
-    "ArgSpec",
-    "Compiler",
-    "ISA",
-    "KernelRuntimeError",
-    "Module",
-    "Target",
-    "TargetError",
-    "TimingResult",
-    "cache_key",
-    "compile_shared",
-    "find_compiler",
-    "load_library",
-]
+__all__ = ["ArgSpec", "Compiler", "KernelRuntimeError", "Module", "TimingResult", "c_flags", "cache_key",
+           "compile_shared", "find_compiler", "load_library"]

@@ -18,13 +18,17 @@ from pathlib import Path
 from .. import __version__
 from ..env import settings
 from ..errors import CompileError, CompilerNotFoundError
-from .target import Target
+from ..target import ISA, Target
 
 CACHE_FORMAT = 1  # bump when the layout or meaning of cached files changes
 CANDIDATES = ("cc", "gcc", "clang")
 LINK_FLAGS = ("-lm",)
 ERROR_LINES = 40
 INSTALL_HINT = "install gcc or clang, e.g. `apt-get install gcc`, or set CC=/path/to/compiler"
+# -fno-tree-loop-vectorize: loops are vectorized explicitly by our code generator (or by `omp simd`, which
+# stays on); gcc 12's auto-vectorizer miscompiles some guarded reductions (see tests/test_random_schedules.py).
+BASE_CFLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-ffp-contract=fast", "-fno-tree-loop-vectorize")
+_PORTABLE_MARCH = {ISA.AVX512: "x86-64-v4", ISA.AVX2: "x86-64-v3", ISA.NEON: "armv8-a"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,18 @@ def _probe(path: str, mtime_ns: int) -> Compiler:
     return Compiler(path=path, version=lines[0])
 
 
+def c_flags(target: Target) -> tuple[str, ...]:
+    """Compiler flags for building a kernel library for ``target``."""
+    flags = list(BASE_CFLAGS)
+    if target.isa is not ISA.SCALAR:
+        flags.append("-march=native" if target.native else f"-march={_PORTABLE_MARCH[target.isa]}")
+    if target.isa is ISA.AVX512:
+        # gcc 12 does not know newer CPUs: -march=native then tunes for an older core that
+        # prefers 256-bit (or narrower) vectors, so ask for full-width vectors explicitly.
+        flags.append("-mprefer-vector-width=512")
+    return tuple(flags)
+
+
 def compile_shared(
     source: str,
     target: Target,
@@ -77,7 +93,7 @@ def compile_shared(
     """
     env = settings()
     cc = compiler or find_compiler()
-    flags = (*target.cflags(), *env.cflags, *extra_flags)
+    flags = (*c_flags(target), *env.cflags, *extra_flags)
     key = cache_key(source, cc, flags)
     out_dir = env.cache_dir / "kernels"
     lib = out_dir / f"{key}.so"

@@ -5,7 +5,7 @@ import ctypes
 import functools
 
 from .compiler import compile_shared, load_library
-from .target import ISA, Target
+from ..target import ISA, Target
 
 TIMER_SOURCE = r"""
 #include <stdint.h>

@@ -10,8 +10,8 @@ import operator
 
 import numpy as np
 
-from ..dtype import DType
-from ..te.expr import Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, MathFunc, Not, Select, Var, transform
+from .dtype import DType
+from .te.expr import Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, MathFunc, Not, Select, Var, transform
 
 Ranges = dict  # Var -> (lo, hi), inclusive
 
@@ -318,6 +318,6 @@ def region(e: Expr, free: Ranges, ranges: Ranges) -> tuple[Expr, int] | None:
 
 
 def _vars(e: Expr) -> set:
-    from ..te.expr import free_vars
+    from .te.expr import free_vars
 
     return free_vars(e)

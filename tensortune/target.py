@@ -1,4 +1,7 @@
-"""The machine a kernel is compiled for: vector ISA, core count, architecture."""
+"""The machine a kernel is compiled for: backend kind, vector ISA, core count, architecture.
+
+A top-level concept: templates, code generation, features and the runtime all read it.
+"""
 from __future__ import annotations
 
 import functools
@@ -7,17 +10,18 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from ..dtype import DType
-from ..env import usable_cores
-from ..errors import TensortuneError
-
-# -fno-tree-loop-vectorize: loops are vectorized explicitly by our code generator (or by `omp simd`, which
-# stays on); gcc 12's auto-vectorizer miscompiles some guarded reductions (see tests/test_random_schedules.py).
-BASE_CFLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-ffp-contract=fast", "-fno-tree-loop-vectorize")
-
+from .dtype import DType
+from .env import usable_cores
+from .errors import TensortuneError
 
 class TargetError(TensortuneError, ValueError):
     """A target is malformed, or its string form cannot be parsed."""
+
+
+class TargetKind(Enum):
+    """Which code generator and toolchain build for a target (the first word of its string form)."""
+
+    C = "c"  # C99 with OpenMP and vector extensions, built by the system C compiler
 
 
 class ISA(Enum):
@@ -35,7 +39,6 @@ class ISA(Enum):
 
 
 _VECTOR_BYTES = {ISA.AVX512: 64, ISA.AVX2: 32, ISA.NEON: 16, ISA.SCALAR: 0}
-_PORTABLE_MARCH = {ISA.AVX512: "x86-64-v4", ISA.AVX2: "x86-64-v3", ISA.NEON: "armv8-a"}
 _ISA_ARCHES = {ISA.AVX512: ("x86_64",), ISA.AVX2: ("x86_64",), ISA.NEON: ("aarch64",)}
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
@@ -48,8 +51,11 @@ class Target:
     num_cores: int
     arch: str
     native: bool = False
+    kind: TargetKind = TargetKind.C
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kind, TargetKind):
+            raise TargetError(f"kind must be a TargetKind member such as TargetKind.C, got {self.kind!r}")
         if not isinstance(self.isa, ISA):
             raise TargetError(f"isa must be an ISA member such as ISA.AVX2, got {self.isa!r}")
         if not isinstance(self.num_cores, int) or isinstance(self.num_cores, bool) or self.num_cores < 1:
@@ -68,27 +74,18 @@ class Target:
         """Elements of ``dtype`` in one vector register (1 on scalar targets)."""
         return max(1, self.vector_bytes // dtype.bytes)
 
-    def cflags(self) -> tuple[str, ...]:
-        """Compiler flags for building a kernel library for this target."""
-        flags = list(BASE_CFLAGS)
-        if self.isa is not ISA.SCALAR:
-            flags.append("-march=native" if self.native else f"-march={_PORTABLE_MARCH[self.isa]}")
-        if self.isa is ISA.AVX512:
-            # gcc 12 does not know newer CPUs: -march=native then tunes for an older core that
-            # prefers 256-bit (or narrower) vectors, so ask for full-width vectors explicitly.
-            flags.append("-mprefer-vector-width=512")
-        return tuple(flags)
-
     def __str__(self) -> str:
-        return f"c -isa={self.isa.value} -cores={self.num_cores} -arch={self.arch}" + (" -native" if self.native else "")
+        return f"{self.kind.value} -isa={self.isa.value} -cores={self.num_cores} -arch={self.arch}" + (" -native" if self.native else "")
 
     @staticmethod
     def parse(text: str) -> Target:
         """Inverse of ``str(target)``, e.g. ``Target.parse("c -isa=avx2 -cores=8 -arch=x86_64")``."""
         example = "for example 'c -isa=avx2 -cores=8 -arch=x86_64 -native'"
         words = text.split()
-        if not words or words[0] != "c":
-            raise TargetError(f"target string must start with 'c', got {text!r}; {example}")
+        kinds = {k.value: k for k in TargetKind}
+        if not words or words[0] not in kinds:
+            raise TargetError(f"target string must start with a target kind ({', '.join(kinds)}), got {text!r}; "
+                              f"{example}")
         options: dict[str, str] = {}
         native = False
         for word in words[1:]:
@@ -111,7 +108,7 @@ class Target:
             cores = int(options["-cores"])
         except ValueError:
             raise TargetError(f"-cores must be an integer in target {text!r}") from None
-        return Target(isa=isa, num_cores=cores, arch=options["-arch"], native=native)
+        return Target(isa=isa, num_cores=cores, arch=options["-arch"], native=native, kind=kinds[words[0]])
 
     @staticmethod
     @functools.cache

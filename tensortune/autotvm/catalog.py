@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import workloads
-from ..runtime import Target
+from ..target import Target
 from .task import Task, TaskError
 from .templates import TEMPLATES
 
