@@ -32,6 +32,10 @@ class LoweringError(TensortuneError, ValueError):
     """A schedule is well formed step by step but cannot be lowered as a whole."""
 
 
+class CodegenError(TensortuneError, ValueError):
+    """Lowered IR cannot be written in the target's language (for example a kernel name that is a keyword)."""
+
+
 class CompilerNotFoundError(TensortuneError, RuntimeError):
     """No C compiler could be found."""
 
@@ -43,6 +47,10 @@ class CompileError(TensortuneError, RuntimeError):
         super().__init__(message)
         self.source = source
         self.output = output
+
+
+class CompileTimeoutError(CompileError):
+    """The compiler did not finish within the allowed time."""
 
 
 class ArgumentError(TensortuneError, ValueError):

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from tensortune import te
 from tensortune.schedule import Schedule, Step, create_schedule, step_to_json
-from tensortune.schedule.steps import Annotation
+from tensortune.ir import ForKind
 from tensortune.te import AxisKind, Tensor
 
 #: Unroll only short loops: nested unrolling multiplies the size of the generated C.
@@ -143,7 +143,7 @@ class _Ctx:
     no_parallel: dict[str, bool] = field(default_factory=dict)
 
 
-def _positions(s: Schedule, stage: str, ann: Annotation) -> list[int]:
+def _positions(s: Schedule, stage: str, ann: ForKind) -> list[int]:
     st_ = s.stages[stage]
     return [i for i, a in enumerate(st_.leaves) if st_.annotations.get(a) is ann]
 
@@ -151,8 +151,8 @@ def _positions(s: Schedule, stage: str, ann: Annotation) -> list[int]:
 def _parallel_ok(s: Schedule, stage: str, order: list[str]) -> bool:
     """The rule "no parallel loop inside a vectorized loop" holds for the loop order ``order``."""
     anns = s.stages[stage].annotations
-    par = [i for i, a in enumerate(order) if anns.get(a) is Annotation.PARALLEL]
-    vec = [i for i, a in enumerate(order) if anns.get(a) is Annotation.VECTORIZE]
+    par = [i for i, a in enumerate(order) if anns.get(a) is ForKind.PARALLEL]
+    vec = [i for i, a in enumerate(order) if anns.get(a) is ForKind.VECTORIZED]
     return not (par and vec and min(vec) < par[0])
 
 
@@ -187,12 +187,12 @@ def _transform_stage(draw, s: Schedule, stage: str, allow_parallel: bool) -> Non
             h.fuse(a, b)
         else:
             spatial = [a for a in free if state.kinds[a] is AxisKind.SPATIAL]
-            par = _positions(s, stage, Annotation.PARALLEL)
-            vec = _positions(s, stage, Annotation.VECTORIZE)
+            par = _positions(s, stage, ForKind.PARALLEL)
+            vec = _positions(s, stage, ForKind.VECTORIZED)
             pools = {
-                Annotation.VECTORIZE: [a for a in spatial if not par or leaves.index(a) > par[0]],
-                Annotation.UNROLL: [a for a in free if state.extents[a] <= MAX_UNROLL_EXTENT],
-                Annotation.PARALLEL: [a for a in spatial if allow_parallel and not par and
+                ForKind.VECTORIZED: [a for a in spatial if not par or leaves.index(a) > par[0]],
+                ForKind.UNROLLED: [a for a in free if state.extents[a] <= MAX_UNROLL_EXTENT],
+                ForKind.PARALLEL: [a for a in spatial if allow_parallel and not par and
                                       (not vec or leaves.index(a) < min(vec))],
             }
             kinds = [k for k, pool in pools.items() if pool]
@@ -200,7 +200,7 @@ def _transform_stage(draw, s: Schedule, stage: str, allow_parallel: bool) -> Non
                 continue
             ann = draw(st.sampled_from(kinds))
             a = draw(st.sampled_from(pools[ann]))
-            {Annotation.VECTORIZE: h.vectorize, Annotation.UNROLL: h.unroll, Annotation.PARALLEL: h.parallel}[ann](a)
+            {ForKind.VECTORIZED: h.vectorize, ForKind.UNROLLED: h.unroll, ForKind.PARALLEL: h.parallel}[ann](a)
 
 
 def _attach(draw, s: Schedule, ctx: _Ctx, stage: str, consumer: str, can_inline: bool) -> None:
@@ -214,7 +214,7 @@ def _attach(draw, s: Schedule, ctx: _Ctx, stage: str, consumer: str, can_inline:
         leaves = list(s.stages[consumer].leaves)
         pos = draw(st.integers(0, len(leaves) - 1))
         s[stage].compute_at(s[consumer], leaves[pos])
-        around = _positions(s, consumer, Annotation.PARALLEL) + _positions(s, consumer, Annotation.VECTORIZE)
+        around = _positions(s, consumer, ForKind.PARALLEL) + _positions(s, consumer, ForKind.VECTORIZED)
         ctx.no_parallel[stage] = ctx.no_parallel[consumer] or any(p <= pos for p in around)
     else:
         if where == "compute_root":

@@ -16,7 +16,24 @@ from tensortune.dtype import DType
 from tensortune.errors import LoweringError
 from tensortune.ir import Allocate, Buffer, For, ForKind, IfThenElse, IRVerifyError, Load, PrimFunc, Scope, Seq, \
     Store, verify
-from tensortune.arith import bounds, linear, region, simplify
+from tensortune.arith import Analyzer
+
+
+# Each helper call uses a fresh analyzer: results must not depend on what an analyzer saw before.
+def simplify(e, ranges=None):
+    return Analyzer().simplify(e, ranges)
+
+
+def linear(e):
+    return Analyzer().linear(e)
+
+
+def bounds(e, ranges):
+    return Analyzer().bounds(e, ranges)
+
+
+def region(e, free, ranges):
+    return Analyzer().region(e, free, ranges)
 from tensortune.lower.passes import MAX_UNROLL_EXTENT, remove_unit_loops, simplify_func, unroll_loops
 from tensortune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Select, Var, walk
 
@@ -408,7 +425,7 @@ def test_lower_runs_the_verifier_after_every_pass(monkeypatch):
     s = tt.create_schedule(C)
     i = Var("ghost")
 
-    def broken_pass(fn: PrimFunc) -> PrimFunc:
+    def broken_pass(fn: PrimFunc, analyzer) -> PrimFunc:
         return PrimFunc(fn.name, fn.args, fn.workspaces, Seq((fn.body, Store(fn.args[1], i, f(0.0)))))
 
     monkeypatch.setattr(lower_module, "PASSES", lower_module.PASSES + (("broken", broken_pass),))
@@ -608,3 +625,14 @@ def test_multiple_outputs(check_lowering, rng):
     m(a, q, r)
     np.testing.assert_allclose(q, a + 1, rtol=1e-6)
     np.testing.assert_allclose(r, (a + 1) * a, rtol=1e-6)
+
+
+def test_simplify_does_not_depend_on_what_the_analyzer_saw_before():
+    i, j = Var("i"), Var("j")
+    ana = Analyzer()
+    built = ana.from_linear({i: 3, j: -2}, 5)  # marked canonical in ``ana`` only
+    again = ana.simplify(built)
+    assert again is built  # known canonical: returned as it is
+    fresh = Analyzer().simplify(built)  # a fresh analyzer recomputes it, to the same expression
+    assert fresh == built
+    assert Analyzer().simplify((i * 3 + 5) - j * 2) == built

@@ -10,7 +10,8 @@ import pytest
 import tensortune as tt
 from tensortune import te
 from tensortune.errors import ScheduleError
-from tensortune.schedule import (Annotate, Annotation, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot,
+from tensortune.ir import ForKind
+from tensortune.schedule import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot,
                                  Fuse, Reorder, Schedule, Split, step_from_json, step_to_json)
 
 
@@ -166,7 +167,7 @@ def test_unroll_a_reduction_axis_is_allowed():
     s = tt.create_schedule(C)
     (k,) = s[C].reduce_axis
     s[C].unroll(k)
-    assert s.steps == [Annotate("C", "k", Annotation.UNROLL)]
+    assert s.steps == [Annotate("C", "k", ForKind.UNROLLED)]
 
 
 def test_two_parallel_axes_in_one_stage():
@@ -184,7 +185,7 @@ def test_annotating_an_axis_twice_differently():
     s[C].unroll(j)
     raises_rule(lambda: s[C].vectorize(j), "C", "j", "already marked unroll")
     s[C].unroll(j)  # the same annotation again is harmless
-    assert s[C].state.annotations == {"j": Annotation.UNROLL}
+    assert s[C].state.annotations == {"j": ForKind.UNROLLED}
 
 
 def test_annotating_a_split_axis():
@@ -332,8 +333,8 @@ def _prepared():
     Split("R", "j", 0),
     Split("R", "i.outer", 2),
     Fuse("R", "i.outer", "j"),
-    Annotate("R", "j", Annotation.PARALLEL),
-    Annotate("R", "i.outer", Annotation.VECTORIZE),
+    Annotate("R", "j", ForKind.PARALLEL),
+    Annotate("R", "i.outer", ForKind.VECTORIZED),
     ComputeInline("R"),
     ComputeAt("E", "Q", "i"),
     ComputeAt("Q", "R", "zz"),

@@ -100,3 +100,23 @@ def test_config_entity_json_and_equality():
 @pytest.mark.parametrize("template", ["conv2d_nchw_spatial_pack", "conv2d_nchwc"])
 def test_conv2d_spaces_hold_over_a_million_configs(workload, template):
     assert len(task_from_workload(workload, template).space) >= 1_000_000
+
+
+def test_annotate_knob_uses_the_loop_kinds_of_the_ir():
+    from tensortune import te
+    from tensortune.ir import ForKind
+    from tensortune.schedule import create_schedule
+
+    s = ConfigSpace()
+    s.define_annotate("a", 2, options=(ForKind.SERIAL, "unroll", "vec"))  # short spellings are accepted
+    assert len(s) == 9
+    A = te.placeholder((4, 8), "float32", "A")
+    B = te.compute((4, 8), lambda i, j: A[i, j] * 2.0, "B")
+    sch = create_schedule(B)
+    entity = s.knobs["a"].entities[s.knobs["a"].entities.index(
+        next(e for e in s.knobs["a"].entities if e.kinds == (ForKind.UNROLLED, ForKind.VECTORIZED)))]
+    assert entity.to_json() == ["unrolled", "vectorized"]
+    entity.apply(sch[B], sch[B].axis)
+    assert sch[B].state.annotations == {"i": ForKind.UNROLLED, "j": ForKind.VECTORIZED}
+    with pytest.raises(SpaceError, match="unknown loop kind 'sideways'"):
+        ConfigSpace().define_annotate("b", 1, options=("sideways",))

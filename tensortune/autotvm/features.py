@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arith import Analyzer
 from ..ir.nodes import Allocate, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
-from ..arith import linear
+from ..ir.visitor import Visitor
 from ..lower.loop_nest import build_loop_nest
 from ..te.expr import Binary, BinOp, Call, Expr, Var, walk
 from .task import Task
@@ -78,53 +79,69 @@ class _Loop:
         self.accesses: list[tuple[_Access, dict]] = []  # access and the extents of loops between
 
 
-def _collect(func: PrimFunc) -> list[_Loop]:
+def _collect(func: PrimFunc, analyzer: Analyzer) -> list[_Loop]:
     """Loops in pre-order with the accesses and op counts of their bodies."""
-    loops: list[_Loop] = []
+    collector = _Collector(analyzer)
+    collector.visit(func.body)
+    return collector.loops
 
-    def visit(s: Stmt, stack: list[_Loop]) -> int:
-        """Returns the largest trip-count product below ``s``."""
-        if isinstance(s, Seq):
-            return max((visit(x, stack) for x in s.stmts), default=1)
-        if isinstance(s, (Allocate,)):
-            return visit(s.body, stack)
-        if isinstance(s, IfThenElse):
-            a = visit(s.then, stack)
-            return max(a, visit(s.otherwise, stack)) if s.otherwise is not None else a
-        if isinstance(s, For):
-            above = (stack[-1].above * stack[-1].extent) if stack else 1
-            lp = _Loop(s.var, s.extent, s.kind, len(stack), above)
-            loops.append(lp)
-            below = visit(s.body, stack + [lp])
-            lp.below = below
-            return below * s.extent
-        assert isinstance(s, Store)
-        accesses = [_Access(s.buffer.name, s.index, True, _index_vars(s.index))]
-        accesses += [_Access(n.buffer.name, n.index, False, _index_vars(n.index))
+
+class _Collector(Visitor):
+    """Each statement method returns the largest trip-count product below the statement."""
+
+    def __init__(self, analyzer: Analyzer):
+        self.ana = analyzer
+        self.loops: list[_Loop] = []
+        self.stack: list[_Loop] = []
+
+    def visit_Seq(self, s: Seq) -> int:
+        return max((self.visit(x) for x in s.stmts), default=1)
+
+    def visit_Allocate(self, s: Allocate) -> int:
+        return self.visit(s.body)
+
+    def visit_IfThenElse(self, s: IfThenElse) -> int:
+        a = self.visit(s.then)
+        return max(a, self.visit(s.otherwise)) if s.otherwise is not None else a
+
+    def visit_For(self, s: For) -> int:
+        stack = self.stack
+        above = (stack[-1].above * stack[-1].extent) if stack else 1
+        lp = _Loop(s.var, s.extent, s.kind, len(stack), above)
+        self.loops.append(lp)
+        stack.append(lp)
+        lp.below = self.visit(s.body)
+        stack.pop()
+        return lp.below * s.extent
+
+    def visit_Store(self, s: Store) -> int:
+        accesses = [_Access(s.buffer.name, s.index, True, self.index_vars(s.index))]
+        accesses += [_Access(n.buffer.name, n.index, False, self.index_vars(n.index))
                      for n in walk(s.value) if isinstance(n, Load)]
         a, m, o = _ops(s.value)
         trips = 1
-        for lp in reversed(stack):  # innermost first: ops executed by each loop's body
+        stack = self.stack
+        for pos in range(len(stack) - 1, -1, -1):  # innermost first: ops executed by each loop's body
+            lp = stack[pos]
             lp.ops[0] += a * trips
             lp.ops[1] += m * trips
             lp.ops[2] += o * trips
             for acc in accesses:
-                lp.accesses.append((acc, {x.var: x.extent for x in stack[stack.index(lp):]}))
+                lp.accesses.append((acc, {x.var: x.extent for x in stack[pos:]}))
             trips *= lp.extent
         return 1
 
-    visit(func.body, [])
-    return loops
+    def visit_Stmt(self, s: Stmt) -> int:  # pragma: no cover - a node kind features do not know
+        raise AssertionError(f"features have no rule for statement {type(s).__name__}")
 
-
-def _index_vars(index: Expr) -> frozenset:
-    """The loop variables an index depends on (directly, or inside a non-linear term)."""
-    terms, _ = linear(index)
-    out = {a for a, c in terms.items() if c != 0 and isinstance(a, Var)}
-    for a in terms:
-        if not isinstance(a, Var):
-            out.update(n for n in walk(a) if isinstance(n, Var))
-    return frozenset(out)
+    def index_vars(self, index: Expr) -> frozenset:
+        """The loop variables an index depends on (directly, or inside a non-linear term)."""
+        terms, _ = self.ana.linear(index)
+        out = {a for a, c in terms.items() if c != 0 and isinstance(a, Var)}
+        for a in terms:
+            if not isinstance(a, Var):
+                out.update(n for n in walk(a) if isinstance(n, Var))
+        return frozenset(out)
 
 
 def _touch(used: frozenset, extents: dict) -> tuple[int, int]:
@@ -205,9 +222,10 @@ class FeatureExtractor:
         out = np.zeros(self.length, np.float32)
         knobs = self._knob_features(index)
         out[self.length - self.n_knobs:] = knobs
+        analyzer = Analyzer()  # one per config: its cache lives as long as this extraction
         try:
             sch, op = self.task.instantiate(index)
-            func = build_loop_nest(sch, list(op.args), "kernel")
+            func = build_loop_nest(sch, list(op.args), "kernel", analyzer)
         except Exception:  # an invalid config has only its knob features
             return out
         if self.buffers is None:
@@ -215,7 +233,7 @@ class FeatureExtractor:
                            {n.buffer.name for n in walk(func.body) if isinstance(n, Allocate)})
             self.buffers = names[:MAX_BUFFERS]
         buf_pos = {b: i for i, b in enumerate(self.buffers)}
-        loops = _collect(func)
+        loops = _collect(func, analyzer)
         for li, lp in enumerate(loops[:MAX_LOOPS]):
             base = li * PER_LOOP
             out[base:base + 4] = (_log(lp.extent), lp.level, _log(lp.above), _log(lp.below))
@@ -226,7 +244,7 @@ class FeatureExtractor:
             for acc, extents in lp.accesses:
                 if acc.buffer not in buf_pos or acc.buffer in seen:
                     continue
-                terms, _ = linear(acc.index)
+                terms, _ = analyzer.linear(acc.index)
                 touched, count = _touch(acc.used, extents)
                 seen[acc.buffer] = (_log(abs(terms.get(lp.var, 0))), _log(touched), _log(count / touched))
             for name, vals in seen.items():

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import TensortuneError
+from ..ir.nodes import ForKind
 from ..schedule import Axis, StageHandle
 
 
@@ -55,24 +56,19 @@ class ReorderEntity:
         return list(self.perm)
 
 
-ANNOTATIONS = ("none", "unroll", "vec", "parallel")
-
-
 @dataclass(frozen=True)
 class AnnotateEntity:
-    anns: tuple[str, ...]
+    """One loop kind per axis (``ForKind.SERIAL`` leaves the axis as it is)."""
+
+    kinds: tuple[ForKind, ...]
 
     def apply(self, stage: StageHandle, axes: Sequence[Axis]) -> None:
-        for ax, ann in zip(axes, self.anns):
-            if ann == "unroll":
-                stage.unroll(ax)
-            elif ann == "vec":
-                stage.vectorize(ax)
-            elif ann == "parallel":
-                stage.parallel(ax)
+        for ax, kind in zip(axes, self.kinds):
+            if kind is not ForKind.SERIAL:
+                stage.annotate(ax, kind)
 
     def to_json(self) -> list[str]:
-        return list(self.anns)
+        return [k.value for k in self.kinds]
 
 
 @dataclass(frozen=True)
@@ -198,13 +194,23 @@ class ConfigSpace:
             raise SpaceError(f"unknown reorder policy {policy!r}; use identity, all, groups or candidate")
         self._add(Knob(name, "reorder", tuple(ReorderEntity(p) for p in perms)))
 
-    def define_annotate(self, name: str, axes: Sequence[Axis] | int, options: Sequence[str] = ("none", "unroll"),
-                        candidate: Sequence[Sequence[str]] | None = None) -> None:
+    def define_annotate(self, name: str, axes: Sequence[Axis] | int,
+                        options: Sequence[ForKind | str] = (ForKind.SERIAL, ForKind.UNROLLED),
+                        candidate: Sequence[Sequence[ForKind | str]] | None = None) -> None:
+        """A loop kind for each of ``axes``: every combination of ``options``, or the ``candidate`` lists."""
         n = axes if isinstance(axes, int) else len(axes)
-        for o in options:
-            if o not in ANNOTATIONS:
-                raise SpaceError(f"annotate '{name}': unknown option {o!r}; use {ANNOTATIONS}")
-        combos = [tuple(c) for c in candidate] if candidate else list(itertools.product(options, repeat=n))
+
+        def kind(o: ForKind | str) -> ForKind:
+            if isinstance(o, ForKind):
+                return o
+            try:
+                return ForKind.parse(o)
+            except ValueError as e:
+                raise SpaceError(f"annotate '{name}': {e}") from None
+
+        kinds = [kind(o) for o in options]
+        combos = ([tuple(kind(o) for o in c) for c in candidate] if candidate
+                  else list(itertools.product(kinds, repeat=n)))
         self._add(Knob(name, "annotate", tuple(AnnotateEntity(c) for c in combos)))
 
     def define_knob(self, name: str, values: Sequence[Any]) -> None:

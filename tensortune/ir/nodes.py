@@ -18,12 +18,30 @@ class Scope(Enum):
 
 
 class ForKind(Enum):
-    """How a loop runs. GPU backends add thread/block bindings here."""
+    """How a loop runs: the one vocabulary of loop kinds, used by schedules (``Annotate`` steps), the
+    loop IR (``For.kind``), config-space knobs and features. GPU backends add their block and thread
+    bindings here, as more members."""
 
     SERIAL = "serial"
     UNROLLED = "unrolled"
     VECTORIZED = "vectorized"
     PARALLEL = "parallel"
+
+    @staticmethod
+    def parse(text: str) -> "ForKind":
+        """A kind from its value, or from the short spellings of schedules and knobs (``unroll``, ``vec``...)."""
+        kind = _FOR_KIND_ALIASES.get(text)
+        if kind is None:
+            try:
+                return ForKind(text)
+            except ValueError:
+                names = sorted({k.value for k in ForKind} | set(_FOR_KIND_ALIASES))
+                raise ValueError(f"unknown loop kind {text!r}; use one of {', '.join(names)}") from None
+        return kind
+
+
+_FOR_KIND_ALIASES = {"none": ForKind.SERIAL, "unroll": ForKind.UNROLLED, "vectorize": ForKind.VECTORIZED,
+                     "vec": ForKind.VECTORIZED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +72,6 @@ class Load(Expr):
     @property
     def dtype(self) -> DType:
         return self.buffer.dtype
-
-    def text(self, s) -> str:
-        return f"{self.buffer.name}[{s(self.index)}]"
 
 
 class Stmt(StmtBase):

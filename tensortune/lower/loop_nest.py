@@ -1,7 +1,7 @@
-"""Turn a schedule into a loop nest: inlining, bound inference, loops, guards, reduction init.
+"""Turn a schedule into a loop nest: inlining, loops, guards, reduction init.
 
 Each stage computed at the root iterates its whole shape; a stage computed at a loop of a
-consumer iterates only the region that the consumer reads inside that loop (bound inference),
+consumer iterates only the region that the consumer reads inside that loop (``bound.infer_region``),
 stored in a local buffer allocated there. Splits that do not divide get guards, placed just
 inside the innermost loop whose variable they use.
 """
@@ -10,40 +10,85 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from ..arith import Analyzer, Ranges
 from ..errors import LoweringError, ScheduleError
-from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Stmt, Store, seq
+from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Scope, Stmt, Store, seq
+from ..schedule.schedule import INLINE, ROOT, AttachAt, Schedule, SplitRel, StageState, split_extents
 from ..te.expr import (AxisKind, Binary, BinOp, Call, Cast, Compare, CmpOp, Const, Expr, Not, Reduce, Reducer, Select,
                        TensorRead, Var, free_vars, substitute, transform, walk)
 from ..te.tensor import Tensor
-from ..schedule.schedule import INLINE, ROOT, AttachAt, Schedule, SplitRel, StageState
-from ..schedule.steps import Annotation
-from ..ir.nodes import Load
-from ..arith import Ranges, bounds, from_linear, linear, region, simplify
-
-_FOR_KIND = {Annotation.SERIAL: ForKind.SERIAL, Annotation.UNROLL: ForKind.UNROLLED,
-             Annotation.VECTORIZE: ForKind.VECTORIZED, Annotation.PARALLEL: ForKind.PARALLEL}
+from .bound import Region, domain_guards, infer_region
 
 _INDEX_LIMIT = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class _Region:
-    mins: tuple[Expr, ...]
-    extents: tuple[int, ...]
-
-
-def build_loop_nest(sch: Schedule, args: list[Tensor] | None, name: str) -> PrimFunc:
+def build_loop_nest(sch: Schedule, args: list[Tensor] | None, name: str,
+                    analyzer: Analyzer | None = None) -> PrimFunc:
     """The first lowering step: schedule -> loop IR (``PrimFunc``)."""
-    return _Builder(sch, args, name).build()
+    return _Builder(sch, args, name, analyzer or Analyzer()).build()
+
+
+@dataclass(frozen=True)
+class _Leaves:
+    """The loops of one stage: extent and variable of each leaf axis, and what each axis is worth."""
+
+    extents: dict[str, int]  # every axis (root, split parts, fused) -> extent
+    vars: dict[str, Var]  # leaf axis -> its loop variable
+    values: dict[str, Expr]  # every axis -> its value in terms of the leaf variables
+    split_guards: list[Expr]  # conditions for splits whose parts overshoot their parent
+
+    def ranges(self, axes) -> Ranges:
+        return {self.vars[a]: (0, self.extents[a] - 1) for a in axes}
+
+
+def _leaves(st: StageState, reg: Region) -> _Leaves:
+    """Extents of every axis of ``st`` over ``reg``, and the value of every axis from the leaf loop variables."""
+    op = st.op
+    ext = {iv.name: (reg.extents[d] if d < len(op.axes) else iv.extent)
+           for d, iv in enumerate(list(op.axes) + list(op.reduce_axes))}
+    for rel in st.relations:
+        if isinstance(rel, SplitRel):
+            ext[rel.outer], ext[rel.inner] = split_extents(ext[rel.parent], rel.factor, rel.nparts)
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    leaf_vars = {a: Var(a) for a in st.leaves}
+    value: dict[str, Expr] = dict(leaf_vars)
+    guards: list[Expr] = []
+    for rel in reversed(st.relations):
+        if isinstance(rel, SplitRel):
+            value[rel.parent] = value[rel.outer] * ext[rel.inner] + value[rel.inner]
+            if ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+                guards.append(Compare(CmpOp.LT, value[rel.parent], Const(ext[rel.parent])))
+        else:
+            value[rel.outer] = Binary(BinOp.FLOORDIV, value[rel.fused], Const(ext[rel.inner]))
+            value[rel.inner] = Binary(BinOp.FLOORMOD, value[rel.fused], Const(ext[rel.inner]))
+    return _Leaves(ext, leaf_vars, value, guards)
+
+
+def _loop_kinds(st: StageState, in_parallel: bool, in_vector: bool) -> list[tuple[str, ForKind]]:
+    """(axis, kind) of each leaf loop, outermost first; a parallel loop inside a parallel or vectorized
+    loop is a ``ScheduleError``."""
+    loops: list[tuple[str, ForKind]] = []
+    for a in st.leaves:
+        kind = st.annotations.get(a, ForKind.SERIAL)
+        if kind is ForKind.PARALLEL:
+            if in_parallel:
+                raise ScheduleError(st.name, a, "parallel loop nested inside another parallel loop")
+            if in_vector:
+                raise ScheduleError(st.name, a, "parallel loop nested inside a vectorized loop; vectorize an "
+                                                "inner loop and parallelize an outer one")
+            in_parallel = True
+        in_vector = in_vector or kind is ForKind.VECTORIZED
+        loops.append((a, kind))
+    return loops
 
 
 class _Builder:
-    def __init__(self, sch: Schedule, args: list[Tensor] | None, name: str):
-        from ..codegen.c import RESERVED
-
-        if not name.isidentifier() or not name.isascii() or name in RESERVED or name.startswith("tt_"):
-            raise LoweringError(f"kernel name {name!r} must be a C identifier (letters, digits, '_'), not a C "
-                                "keyword or library name, and must not start with 'tt_'")
+    def __init__(self, sch: Schedule, args: list[Tensor] | None, name: str, analyzer: Analyzer):
+        if not name.isidentifier() or not name.isascii():
+            raise LoweringError(f"kernel name {name!r} must be an identifier (ASCII letters, digits and '_', "
+                                "not starting with a digit)")
+        self.ana = analyzer
         self.sch = sch
         self.name = name
         self.stages = sch.stages
@@ -53,7 +98,7 @@ class _Builder:
         self._check_attachments()
         self.arg_names = self._arg_names(args)
         self.buffers: dict[str, Buffer] = {}
-        self.regions: dict[str, _Region] = {}
+        self.regions: dict[str, Region] = {}
         workspaces = []
         for n, st in self.stages.items():
             if st.attach == INLINE and n not in self.arg_names:
@@ -135,105 +180,48 @@ class _Builder:
         args = tuple(self.buffers[n] for n in self.arg_names)
         return PrimFunc(self.name, args, self.workspaces, seq(*stmts))
 
-    def _stage_nest(self, st: StageState, reg: _Region | None, outer: Ranges, in_parallel: bool,
+    def _stage_nest(self, st: StageState, reg: Region | None, outer: Ranges, in_parallel: bool,
                     in_vector: bool) -> Stmt:
+        """The loops of ``st`` over ``reg`` (None: its whole shape), inside loops with ``outer`` ranges."""
         full = reg is None
-        if full:
-            reg = _Region(tuple(Const(0) for _ in st.shape), st.shape)
+        reg = Region.whole(st.shape) if full else reg
         op = st.op
-        roots = list(op.axes) + list(op.reduce_axes)
-        root_ext = {iv.name: (reg.extents[d] if d < len(op.axes) else iv.extent) for d, iv in enumerate(roots)}
-        ext = dict(root_ext)
-        for rel in st.relations:
-            if isinstance(rel, SplitRel):
-                pe = ext[rel.parent]
-                if rel.factor is not None:
-                    ext[rel.outer], ext[rel.inner] = -(-pe // rel.factor), rel.factor
-                else:
-                    ext[rel.outer], ext[rel.inner] = rel.nparts, -(-pe // rel.nparts)
-            else:
-                ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
-        leaf_vars = {a: Var(a) for a in st.leaves}
-        value: dict[str, Expr] = dict(leaf_vars)
-        guards: list[Expr] = []
-        for rel in reversed(st.relations):
-            if isinstance(rel, SplitRel):
-                value[rel.parent] = value[rel.outer] * ext[rel.inner] + value[rel.inner]
-                if ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
-                    guards.append(Compare(CmpOp.LT, value[rel.parent], Const(ext[rel.parent])))
-            else:
-                value[rel.outer] = Binary(BinOp.FLOORDIV, value[rel.fused], Const(ext[rel.inner]))
-                value[rel.inner] = Binary(BinOp.FLOORMOD, value[rel.fused], Const(ext[rel.inner]))
-        ranges = dict(outer)
-        for a, v in leaf_vars.items():
-            ranges[v] = (0, ext[a] - 1)
-        for d, iv in enumerate(op.axes):
-            if not full:
-                guards += self._domain_guards(reg.mins[d], value[iv.name], reg.extents[d], st.shape[d], outer)
+        lv = _leaves(st, reg)
+        ranges = {**outer, **lv.ranges(st.leaves)}
+        guards = list(lv.split_guards)
+        if not full:
+            for d, iv in enumerate(op.axes):
+                guards += domain_guards(reg.mins[d], lv.values[iv.name], reg.extents[d], st.shape[d], outer, self.ana)
         # absolute value of every root variable
-        root_val = {iv.var: simplify(reg.mins[d] + value[iv.name] if d < len(op.axes) else value[iv.name], ranges)
-                    for d, iv in enumerate(roots)}
-        kinds = [st.kinds[a] for a in st.leaves]
-        red_pos = next((i for i, k in enumerate(kinds) if k is AxisKind.REDUCE), len(kinds))
-        leaf_pos = {leaf_vars[a]: i for i, a in enumerate(st.leaves)}
-        guards = [g for g in (simplify(g, ranges) for g in guards) if not (isinstance(g, Const) and g.value)]
-        placed: dict[int, list[Expr]] = {}
-        for g in guards:
-            pos = max((leaf_pos[v] for v in free_vars(g) if v in leaf_pos), default=-1)
-            placed.setdefault(pos, []).append(g)
-
-        # children computed inside this stage's loops
-        children: dict[str, list[StageState]] = {}
-        for cname, cst in self.stages.items():
-            if isinstance(cst.attach, AttachAt) and cst.attach.target == st.name:
-                children.setdefault(cst.attach.axis, []).append(cst)
+        root_val = {iv.var: self.ana.simplify(reg.mins[d] + lv.values[iv.name] if d < len(op.axes)
+                                              else lv.values[iv.name], ranges)
+                    for d, iv in enumerate(list(op.axes) + list(op.reduce_axes))}
+        placed = self._place_guards(guards, st, lv, ranges)
+        children = self._children_at(st)
         for axis, kids in children.items():
             pos = st.leaves.index(axis)
-            free = {leaf_vars[a]: (0, ext[a] - 1) for a in st.leaves[pos + 1:]}
-            fixed = {**outer, **{leaf_vars[a]: (0, ext[a] - 1) for a in st.leaves[:pos + 1]}}
+            free = lv.ranges(st.leaves[pos + 1:])
+            fixed = {**outer, **lv.ranges(st.leaves[:pos + 1])}
             for kid in kids:
-                self._infer_region(kid, self.bodies[st.name], root_val, free, fixed)
-
-        # innermost statements
-        body_expr = self.bodies[st.name]
-        buf = self._buffer_of(st)
-        sp_idx = [root_val[iv.var] - reg.mins[d] for d, iv in enumerate(op.axes)]
-        index = self._flat(buf, sp_idx, ranges)
-        if isinstance(body_expr, Reduce):
-            src = self._loads(substitute(body_expr.source, root_val), ranges)
-            cur = Load(buf, index)
-            update = Store(buf, index, _combine(body_expr.combiner, cur, src))
-            init = Store(buf, index, body_expr.identity())
-        else:
-            update = Store(buf, index, self._loads(substitute(body_expr, root_val), ranges))
-            init = None
-
-        parallel_here, vector_here = in_parallel, in_vector
-        loops: list[tuple[str, ForKind]] = []
-        for a in st.leaves:
-            kind = _FOR_KIND[st.annotations.get(a, Annotation.SERIAL)]
-            if kind is ForKind.PARALLEL:
-                if parallel_here:
-                    raise ScheduleError(st.name, a, "parallel loop nested inside another parallel loop")
-                if vector_here:
-                    raise ScheduleError(st.name, a, "parallel loop nested inside a vectorized loop; vectorize an "
-                                                    "inner loop and parallelize an outer one")
-                parallel_here = True
-            vector_here = vector_here or kind is ForKind.VECTORIZED
-            loops.append((a, kind))
+                region = infer_region(kid.name, kid.shape, self.bodies[st.name], root_val, free, fixed, self.ana)
+                self.regions[kid.name] = region
+                self.buffers[kid.name] = Buffer(kid.name, region.extents, kid.dtype, Scope.LOCAL)
+        update, init = self._statements(st, reg, root_val, ranges)
+        loops = _loop_kinds(st, in_parallel, in_vector)
+        red_pos = next((i for i, a in enumerate(st.leaves) if st.kinds[a] is AxisKind.REDUCE), len(st.leaves))
+        reduce_vars = {lv.vars[a] for a in st.leaves if st.kinds[a] is AxisKind.REDUCE}
 
         def nest(stmt: Stmt, lo: int, hi: int, only_spatial: bool, with_children: bool) -> Stmt:
             for i in range(hi - 1, lo - 1, -1):
                 a, kind = loops[i]
                 if only_spatial and st.kinds[a] is AxisKind.REDUCE:
                     continue
-                conds = [g for g in placed.get(i, []) if not (only_spatial and _uses_reduce(g, st, leaf_vars))]
+                conds = [g for g in placed.get(i, []) if not (only_spatial and free_vars(g) & reduce_vars)]
                 if conds:
                     stmt = IfThenElse(_and(conds), stmt)
                 if with_children and a in children:
-                    stmt = self._attach_children(children[a], stmt, st, loops, i, ext, leaf_vars, outer,
-                                                 in_parallel, in_vector)
-                stmt = For(leaf_vars[a], ext[a], kind, stmt)
+                    stmt = self._attach_children(children[a], stmt, st, loops, i, lv, outer, in_parallel, in_vector)
+                stmt = For(lv.vars[a], lv.extents[a], kind, stmt)
             return stmt
 
         inner = nest(update, red_pos, len(loops), False, True)
@@ -244,8 +232,39 @@ class _Builder:
             out = IfThenElse(_and(placed[-1]), out)
         return out
 
-    def _attach_children(self, kids, stmt, st, loops, pos, ext, leaf_vars, outer, in_parallel, in_vector) -> Stmt:
-        ranges = {**outer, **{leaf_vars[a]: (0, ext[a] - 1) for a in st.leaves[:pos + 1]}}
+    def _place_guards(self, guards: list[Expr], st: StageState, lv: _Leaves, ranges: Ranges) -> dict[int, list[Expr]]:
+        """Each guard that ``ranges`` do not decide, keyed by the position of the innermost leaf loop whose
+        variable it uses (-1: none, it goes outside every loop)."""
+        leaf_pos = {lv.vars[a]: i for i, a in enumerate(st.leaves)}
+        placed: dict[int, list[Expr]] = {}
+        for g in (self.ana.simplify(g, ranges) for g in guards):
+            if isinstance(g, Const) and g.value:
+                continue
+            pos = max((leaf_pos[v] for v in free_vars(g) if v in leaf_pos), default=-1)
+            placed.setdefault(pos, []).append(g)
+        return placed
+
+    def _children_at(self, st: StageState) -> dict[str, list[StageState]]:
+        """The stages computed inside the loops of ``st``, by loop."""
+        children: dict[str, list[StageState]] = {}
+        for cst in self.stages.values():
+            if isinstance(cst.attach, AttachAt) and cst.attach.target == st.name:
+                children.setdefault(cst.attach.axis, []).append(cst)
+        return children
+
+    def _statements(self, st: StageState, reg: Region, root_val: dict, ranges: Ranges) -> tuple[Stmt, Stmt | None]:
+        """The innermost statement of ``st``, and the initialisation of its accumulator if it reduces."""
+        body_expr = self.bodies[st.name]
+        buf = self.buffers[st.name]
+        index = self._flat(buf, [root_val[iv.var] - reg.mins[d] for d, iv in enumerate(st.op.axes)], ranges)
+        if isinstance(body_expr, Reduce):
+            src = self._loads(substitute(body_expr.source, root_val), ranges)
+            update = Store(buf, index, _combine(body_expr.combiner, Load(buf, index), src))
+            return update, Store(buf, index, body_expr.identity())
+        return Store(buf, index, self._loads(substitute(body_expr, root_val), ranges)), None
+
+    def _attach_children(self, kids, stmt, st, loops, pos, lv: _Leaves, outer, in_parallel, in_vector) -> Stmt:
+        ranges = {**outer, **lv.ranges(st.leaves[:pos + 1])}
         par = in_parallel or any(k is ForKind.PARALLEL for _, k in loops[:pos + 1])
         vec = in_vector or any(k is ForKind.VECTORIZED for _, k in loops[:pos + 1])
         for kid in reversed(kids):
@@ -253,64 +272,23 @@ class _Builder:
             stmt = Allocate(self.buffers[kid.name], seq(kid_nest, stmt))
         return stmt
 
-    def _domain_guards(self, mn: Expr, val: Expr, extent: int, full: int, outer: Ranges) -> list[Expr]:
-        out = []
-        b = bounds(simplify(mn, outer), outer)
-        if b is None or b[1] + extent > full:
-            out.append(Compare(CmpOp.LT, mn + val, Const(full)))
-        if b is None or b[0] < 0:
-            out.append(Compare(CmpOp.GE, mn + val, Const(0)))
-        return out
-
-    def _infer_region(self, kid: StageState, consumer_body: Expr, root_val: dict, free: Ranges,
-                      fixed: Ranges) -> None:
-        reads = [n for n in walk(consumer_body) if isinstance(n, TensorRead) and n.tensor.name == kid.name]
-        mins: list[Expr] = []
-        exts: list[int] = []
-        for d, full in enumerate(kid.shape):
-            best: tuple[Expr, int] | None = None
-            for r in reads:
-                rg = region(substitute(r.indices[d], root_val), free, fixed)
-                if rg is None:
-                    best = None
-                    break
-                if best is None:
-                    best = rg
-                    continue
-                delta = simplify(rg[0] - best[0], fixed)
-                if not isinstance(delta, Const):
-                    best = None
-                    break
-                lo = min(0, int(delta.value))
-                hi = max(best[1], int(delta.value) + rg[1])
-                best = (simplify(best[0] + lo, fixed), hi - lo)
-            if best is None or best[1] >= full:
-                best = (Const(0), full)
-            mins.append(best[0])
-            exts.append(best[1])
-        self.regions[kid.name] = _Region(tuple(mins), tuple(exts))
-        self.buffers[kid.name] = Buffer(kid.name, tuple(exts), kid.dtype, Scope.LOCAL)
-
     # ------------------------------------------------------------------ expressions
-    def _buffer_of(self, st: StageState) -> Buffer:
-        return self.buffers[st.name]
-
     def _flat(self, buf: Buffer, idx: list[Expr], ranges: Ranges) -> Expr:
         # Combine the dimensions' linear forms directly (fast path); simplify only non-linear leftovers.
         terms: dict = {}
         const = 0
         for d in range(len(idx)):
             stride = prod(buf.shape[d + 1:])
-            t, c = linear(idx[d])
+            t, c = self.ana.linear(idx[d])
             const += c * stride
             for atom, coef in t.items():
                 terms[atom] = terms.get(atom, 0) + coef * stride
-        flat = from_linear({a: c for a, c in terms.items() if c}, const)
+        flat = self.ana.from_linear({a: c for a, c in terms.items() if c}, const)
         # Only the non-linear atoms (// and % of loop variables) can simplify further; when none does,
         # the flat form is already what simplify(flat) returns.
-        if all(isinstance(a, Var) or simplify(a, ranges) is a for a in terms):
+        if all(isinstance(a, Var) or self.ana.simplify(a, ranges) is a for a in terms):
             return flat
-        return simplify(flat, ranges)
+        return self.ana.simplify(flat, ranges)
 
     def _loads(self, e: Expr, ranges: Ranges) -> Expr:
         def conv(n):
@@ -325,7 +303,7 @@ class _Builder:
             return n
 
         out = transform(e, conv)
-        return simplify(out, ranges) if _needs_simplify(out) else out
+        return self.ana.simplify(out, ranges) if _needs_simplify(out) else out
 
 
 def _needs_simplify(e: Expr) -> bool:
@@ -360,8 +338,3 @@ def _and(conds: list[Expr]) -> Expr:
     for c in conds[1:]:
         out = Binary(BinOp.AND, out, c)
     return out
-
-
-def _uses_reduce(g: Expr, st: StageState, leaf_vars: dict) -> bool:
-    red = {leaf_vars[a] for a in st.leaves if st.kinds[a] is AxisKind.REDUCE}
-    return bool(free_vars(g) & red)

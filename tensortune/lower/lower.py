@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from ..arith import Analyzer
 from ..ir.nodes import PrimFunc
 from ..ir.verify import verify as verify_ir
 from ..schedule.schedule import Schedule
@@ -10,7 +11,7 @@ from ..te.tensor import Tensor
 from .loop_nest import build_loop_nest
 from .passes import remove_unit_loops, simplify_func, unroll_loops
 
-Pass = Callable[[PrimFunc], PrimFunc]
+Pass = Callable[[PrimFunc, Analyzer], PrimFunc]
 
 #: The lowering pipeline after loop-nest construction, in order.
 PASSES: tuple[tuple[str, Pass], ...] = (
@@ -22,16 +23,19 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 
 
 def lower(sch: Schedule, args: Sequence[Tensor] | None = None, name: str = "kernel", *, verify: bool = False,
-          trace: Callable[[str, PrimFunc], None] | None = None) -> PrimFunc:
+          trace: Callable[[str, PrimFunc], None] | None = None, analyzer: Analyzer | None = None) -> PrimFunc:
     """Lower a schedule to a ``PrimFunc``. ``args`` orders the kernel arguments (default: inputs, then outputs).
 
     ``verify`` runs the IR verifier after every pass; ``trace(pass_name, func)`` sees the IR after each pass.
+    ``analyzer`` is the arithmetic analysis shared by the passes (a new one by default); pass the same one
+    to code generation to reuse what lowering learned.
     """
-    func = build_loop_nest(sch, list(args) if args is not None else None, name)
+    analyzer = analyzer or Analyzer()
+    func = build_loop_nest(sch, list(args) if args is not None else None, name, analyzer)
     steps = (("build_loop_nest", None),) + PASSES
     for pass_name, fn in steps:
         if fn is not None:
-            func = fn(func)
+            func = fn(func, analyzer)
         if verify:
             verify_ir(func, pass_name)
         if trace is not None:

@@ -1,11 +1,15 @@
-"""Pure IR-to-IR passes over a ``PrimFunc``. None mutates its input."""
+"""Pure IR-to-IR passes over a ``PrimFunc``. None mutates its input.
+
+Each pass is ``pass(func, analyzer) -> func``; the analyzer is the lowering's (see ``tensortune.arith``).
+"""
 from __future__ import annotations
 
 from dataclasses import replace
 
+from ..arith import Analyzer, Ranges
 from ..ir.nodes import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
-from ..te.expr import Const, substitute
-from ..arith import Ranges, simplify
+from ..ir.visitor import Mutator, Visitor
+from ..te.expr import Const, Expr, substitute
 
 _EMPTY = Seq(())
 
@@ -15,79 +19,105 @@ MAX_UNROLL_EXTENT = 64
 MAX_UNROLL_BODY = 4096
 
 
-def simplify_func(func: PrimFunc) -> PrimFunc:
+def simplify_func(func: PrimFunc, analyzer: Analyzer | None = None) -> PrimFunc:
     """Simplify every expression using loop ranges; fold constant guards; drop empty code."""
-    return replace(func, body=_simplify(func.body, {}) or _EMPTY)
+    return replace(func, body=_Simplify(analyzer or Analyzer()).visit(func.body) or _EMPTY)
 
 
-def _simplify(s: Stmt, ranges: Ranges) -> Stmt | None:
-    if isinstance(s, Seq):
-        parts = [x for x in (_simplify(x, ranges) for x in s.stmts) if x is not None]
+class _Simplify(Mutator):
+    """Returns the simplified statement, or None when nothing of it is left."""
+
+    def __init__(self, analyzer: Analyzer):
+        self.ana = analyzer
+        self.ranges: Ranges = {}
+
+    def visit_Seq(self, s: Seq) -> Stmt | None:
+        parts = [x for x in (self.visit(x) for x in s.stmts) if x is not None]
         return seq(*parts) if parts else None
-    if isinstance(s, For):
-        body = _simplify(s.body, {**ranges, s.var: (0, s.extent - 1)})
+
+    def visit_For(self, s: For) -> Stmt | None:
+        saved = self.ranges
+        self.ranges = {**saved, s.var: (0, s.extent - 1)}
+        body = self.visit(s.body)
+        self.ranges = saved
         return None if body is None else replace(s, body=body)
-    if isinstance(s, Store):
-        return Store(s.buffer, simplify(s.index, ranges), simplify(s.value, ranges))
-    if isinstance(s, IfThenElse):
-        cond = simplify(s.cond, ranges)
-        then = _simplify(s.then, ranges)
-        other = _simplify(s.otherwise, ranges) if s.otherwise is not None else None
+
+    def visit_Store(self, s: Store) -> Stmt:
+        return Store(s.buffer, self.ana.simplify(s.index, self.ranges), self.ana.simplify(s.value, self.ranges))
+
+    def visit_IfThenElse(self, s: IfThenElse) -> Stmt | None:
+        cond = self.ana.simplify(s.cond, self.ranges)
+        then = self.visit(s.then)
+        other = self.visit(s.otherwise) if s.otherwise is not None else None
         if isinstance(cond, Const):
             return then if cond.value else other
         if then is None and other is None:
             return None
         return IfThenElse(cond, then or _EMPTY, other)
-    if isinstance(s, Allocate):
-        body = _simplify(s.body, ranges)
+
+    def visit_Allocate(self, s: Allocate) -> Stmt | None:
+        body = self.visit(s.body)
         return None if body is None else replace(s, body=body)
-    raise AssertionError(f"unknown statement {type(s).__name__}")
+
+    def visit_Stmt(self, s: Stmt) -> Stmt:  # pragma: no cover - a node kind this pass does not know
+        raise AssertionError(f"simplify has no rule for statement {type(s).__name__}")
 
 
-def remove_unit_loops(func: PrimFunc) -> PrimFunc:
+def remove_unit_loops(func: PrimFunc, analyzer: Analyzer | None = None) -> PrimFunc:
     """Replace loops of extent 1 by their body with the variable set to 0."""
-
-    def visit(s: Stmt) -> Stmt:
-        if isinstance(s, For):
-            body = visit(s.body)
-            if s.extent == 1:
-                return substitute(body, {s.var: Const(0)})
-            return replace(s, body=body)
-        return _map_children(s, visit)
-
-    return replace(func, body=visit(func.body))
+    return replace(func, body=_RemoveUnitLoops().visit(func.body))
 
 
-def unroll_loops(func: PrimFunc) -> PrimFunc:
+class _StmtMutator(Mutator):
+    """Rebuilds statements only: expressions are returned as they are (passes that rewrite loops)."""
+
+    def visit_Expr(self, e: Expr) -> Expr:
+        return e
+
+    def visit_Seq(self, s: Seq) -> Stmt:
+        return seq(*(self.visit(x) for x in s.stmts)) if s.stmts else s
+
+
+class _RemoveUnitLoops(_StmtMutator):
+    def visit_For(self, s: For) -> Stmt:
+        body = self.visit(s.body)
+        if s.extent == 1:
+            return substitute(body, {s.var: Const(0)})
+        return replace(s, body=body)
+
+
+def unroll_loops(func: PrimFunc, analyzer: Analyzer | None = None) -> PrimFunc:
     """Replicate the body of each unrolled loop (innermost first) into straight-line code."""
+    return replace(func, body=_UnrollLoops().visit(func.body))
 
-    def visit(s: Stmt) -> Stmt:
-        if isinstance(s, For):
-            body = visit(s.body)
-            if s.kind is ForKind.UNROLLED and s.extent <= MAX_UNROLL_EXTENT and \
-                    s.extent * _size(body) <= MAX_UNROLL_BODY:
-                return seq(*(substitute(body, {s.var: Const(i)}) for i in range(s.extent)))
-            return replace(s, body=body)
-        return _map_children(s, visit)
 
-    return replace(func, body=visit(func.body))
+class _UnrollLoops(_StmtMutator):
+    def visit_For(self, s: For) -> Stmt:
+        body = self.visit(s.body)
+        if s.kind is ForKind.UNROLLED and s.extent <= MAX_UNROLL_EXTENT and \
+                s.extent * _size(body) <= MAX_UNROLL_BODY:
+            return seq(*(substitute(body, {s.var: Const(i)}) for i in range(s.extent)))
+        return replace(s, body=body)
 
 
 def _size(s: Stmt) -> int:
-    if isinstance(s, Seq):
-        return sum(_size(x) for x in s.stmts)
-    if isinstance(s, (For, Allocate)):
-        return 1 + _size(s.body)
-    if isinstance(s, IfThenElse):
-        return 1 + _size(s.then) + (_size(s.otherwise) if s.otherwise is not None else 0)
-    return 1
+    """Statements in ``s`` (loops, allocations and conditions count one each, plus their bodies)."""
+    counter = _CountStmts()
+    counter.visit(s)
+    return counter.n
 
 
-def _map_children(s: Stmt, f) -> Stmt:
-    if isinstance(s, Seq):
-        return seq(*(f(x) for x in s.stmts)) if s.stmts else s
-    if isinstance(s, (For, Allocate)):
-        return replace(s, body=f(s.body))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, f(s.then), f(s.otherwise) if s.otherwise is not None else None)
-    return s
+class _CountStmts(Visitor):
+    def __init__(self):
+        self.n = 0
+
+    def visit_Expr(self, e: Expr) -> None:
+        pass
+
+    def visit_Seq(self, s: Seq) -> None:
+        for x in s.stmts:
+            self.visit(x)
+
+    def visit_Stmt(self, s: Stmt) -> None:
+        self.n += 1
+        self.generic_visit(s)

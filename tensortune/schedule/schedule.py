@@ -10,8 +10,9 @@ from typing import Iterable, Sequence
 from ..errors import ExprError, ScheduleError
 from ..te.expr import AxisKind, IterVar, TensorRead, Var, transform, walk
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
-from .steps import (Annotate, Annotation, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse,
-                    Reorder, Split, Step)
+from ..ir.nodes import ForKind
+from .steps import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Reorder, Split,
+                    Step)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class StageState:
     kinds: dict[str, AxisKind] = field(default_factory=dict)
     leaves: list[str] = field(default_factory=list)
     relations: list[SplitRel | FuseRel] = field(default_factory=list)
-    annotations: dict[str, Annotation] = field(default_factory=dict)
+    annotations: dict[str, ForKind] = field(default_factory=dict)
     attach: str | AttachAt = ROOT
     scope: str = "global"
 
@@ -102,8 +103,13 @@ def _copy_state(st: StageState) -> StageState:
                                annotations=dict(st.annotations))
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+def split_extents(extent: int, factor: int | None, nparts: int | None) -> tuple[int, int]:
+    """Extents of the outer and inner loops of a split by ``factor`` or into ``nparts`` (their product may
+    exceed ``extent``: the last outer iteration is then partial and lowering guards it)."""
+    if factor is not None:
+        return -(-extent // factor), factor
+    assert nparts is not None
+    return nparts, -(-extent // nparts)
 
 
 def tensor_reads(op: ComputeOp | PlaceholderOp) -> list[str]:
@@ -272,14 +278,18 @@ class StageHandle:
     def reorder(self, *axes: Axis | str) -> None:
         self.sch.apply(Reorder(self.name, tuple(self._name(a) for a in axes)))
 
+    def annotate(self, axis: Axis | str, kind: ForKind) -> None:
+        """Run the loop ``axis`` as ``kind`` (``vectorize``, ``unroll`` and ``parallel`` are shorthands)."""
+        self.sch.apply(Annotate(self.name, self._name(axis), kind))
+
     def vectorize(self, axis: Axis | str) -> None:
-        self.sch.apply(Annotate(self.name, self._name(axis), Annotation.VECTORIZE))
+        self.annotate(axis, ForKind.VECTORIZED)
 
     def unroll(self, axis: Axis | str) -> None:
-        self.sch.apply(Annotate(self.name, self._name(axis), Annotation.UNROLL))
+        self.annotate(axis, ForKind.UNROLLED)
 
     def parallel(self, axis: Axis | str) -> None:
-        self.sch.apply(Annotate(self.name, self._name(axis), Annotation.PARALLEL))
+        self.annotate(axis, ForKind.PARALLEL)
 
     def compute_inline(self) -> None:
         self.sch.apply(ComputeInline(self.name))
@@ -342,11 +352,7 @@ def _apply_split(s: Schedule, step: Split) -> None:
         raise ScheduleError(st.name, step.axis, f"split factor/nparts must be a positive integer, got {n!r}")
     if step.axis in st.annotations:
         raise ScheduleError(st.name, step.axis, "cannot split an annotated axis; annotate the parts instead")
-    ext = st.extents[step.axis]
-    if step.factor is not None:
-        outer_ext, inner_ext = _ceil_div(ext, step.factor), step.factor
-    else:
-        outer_ext, inner_ext = step.nparts, _ceil_div(ext, step.nparts)
+    outer_ext, inner_ext = split_extents(st.extents[step.axis], step.factor, step.nparts)
     outer, inner = f"{step.axis}.outer", f"{step.axis}.inner"
     kind = st.kinds[step.axis]
     st.extents[outer], st.extents[inner] = outer_ext, inner_ext
@@ -386,19 +392,27 @@ def _apply_reorder(s: Schedule, step: Reorder) -> None:
 
 def _apply_annotate(s: Schedule, step: Annotate) -> None:
     st = s._stage(step.stage)
-    _leaf(st, step.axis, step.annotation.value)
-    if st.kinds[step.axis] is AxisKind.REDUCE and step.annotation in (Annotation.VECTORIZE, Annotation.PARALLEL):
-        raise ScheduleError(st.name, step.axis, f"cannot {step.annotation.value} a reduction axis: its iterations "
+    if not isinstance(step.kind, ForKind):
+        raise ScheduleError(st.name, step.axis, f"a loop kind must be a ForKind such as ForKind.UNROLLED, "
+                                                f"got {step.kind!r}")
+    _leaf(st, step.axis, _VERB[step.kind])
+    if st.kinds[step.axis] is AxisKind.REDUCE and step.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
+        raise ScheduleError(st.name, step.axis, f"cannot {_VERB[step.kind]} a reduction axis: its iterations "
                                                 "accumulate into the same element")
     prev = st.annotations.get(step.axis)
-    if prev is not None and prev is not step.annotation:
-        raise ScheduleError(st.name, step.axis, f"axis is already marked {prev.value}; one annotation per axis")
-    if step.annotation is Annotation.PARALLEL:
-        others = [a for a, v in st.annotations.items() if v is Annotation.PARALLEL and a != step.axis]
+    if prev is not None and prev is not step.kind:
+        raise ScheduleError(st.name, step.axis, f"axis is already marked {_VERB[prev]}; one annotation per axis")
+    if step.kind is ForKind.PARALLEL:
+        others = [a for a, v in st.annotations.items() if v is ForKind.PARALLEL and a != step.axis]
         if others:
             raise ScheduleError(st.name, step.axis, f"axis '{others[0]}' is already parallel; fuse the axes and "
                                                     "parallelize the fused axis instead")
-    st.annotations[step.axis] = step.annotation
+    st.annotations[step.axis] = step.kind
+
+
+#: how errors name each loop kind (the verb of the primitive that sets it)
+_VERB = {ForKind.SERIAL: "serial", ForKind.UNROLLED: "unroll", ForKind.VECTORIZED: "vectorize",
+         ForKind.PARALLEL: "parallel"}
 
 
 def _check_not_output(st: StageState, what: str) -> None:

@@ -2,18 +2,12 @@
 can be logged as JSON and replayed exactly on a fresh declaration of the same operator."""
 from __future__ import annotations
 
+import typing
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from typing import Any
 
-
-class Annotation(Enum):
-    """How a loop runs. GPU backends add block/thread bindings here."""
-
-    SERIAL = "serial"
-    UNROLL = "unroll"
-    VECTORIZE = "vectorize"
-    PARALLEL = "parallel"
+from ..ir.nodes import ForKind
 
 
 @dataclass(frozen=True)
@@ -39,9 +33,11 @@ class Reorder:
 
 @dataclass(frozen=True)
 class Annotate:
+    """Run loop ``axis`` of ``stage`` as ``kind`` (unrolled, vectorized, parallel...)."""
+
     stage: str
     axis: str
-    annotation: Annotation
+    kind: ForKind
 
 
 @dataclass(frozen=True)
@@ -108,12 +104,13 @@ def step_from_json(d: dict[str, Any]) -> Step:
     if unknown:
         raise ScheduleError(stage, None, f"record of {kind} has unknown fields {sorted(unknown)}")
     kw = {}
+    hints = typing.get_type_hints(cls)
     for f in fields(cls):
         if f.name not in d:
             continue
         v = d[f.name]
         try:
-            kw[f.name] = _field_value(f.name, f.type, v)
+            kw[f.name] = _field_value(hints[f.name], v)
         except (TypeError, ValueError) as e:
             raise ScheduleError(stage, None, f"record of {kind}: bad value {v!r} for '{f.name}' ({e})") from None
     try:
@@ -122,16 +119,18 @@ def step_from_json(d: dict[str, Any]) -> Step:
         raise ScheduleError(stage, None, f"record of {kind} is incomplete: {e}") from None
 
 
-def _field_value(name: str, type_: str, v: Any) -> Any:
-    if name == "annotation":
-        return Annotation(v)
-    if "tuple" in type_:
+def _field_value(type_: Any, v: Any) -> Any:
+    """``v`` (decoded JSON) as a value of the field type ``type_``."""
+    if isinstance(type_, type) and issubclass(type_, Enum):
+        return type_.parse(v) if hasattr(type_, "parse") else type_(v)
+    if typing.get_origin(type_) is tuple:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise TypeError("expected a list of names")
         return tuple(v)
-    if "int" in type_:
-        if v is None and "None" in type_:
-            return None
+    accepted = typing.get_args(type_) or (type_,)
+    if v is None and type(None) in accepted:
+        return None
+    if int in accepted:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError("expected an integer")
         return v

@@ -62,7 +62,7 @@ class Expr:
         return cast(dtype, self)
 
     def __str__(self) -> str:
-        from .printer import expr_str
+        from ..ir.printer import expr_str  # one printer for expressions and loop IR
 
         return expr_str(self)
 
@@ -505,24 +505,30 @@ def walk(node) -> Iterator:
         stack.extend(reversed(list(children(n))))
 
 
-def transform(node, fn: Callable):
-    """Rebuild ``node`` bottom-up: children first, then ``fn(new_node)`` (return the node to keep it)."""
+def rebuild(node, fn: Callable):
+    """``node`` with ``fn`` applied to each child (expression or statement, also inside tuples); the same
+    object when no child changes. The one primitive that every mutator and ``transform`` rebuild through."""
     changes = None
     for name in _field_names(node):
         v = getattr(node, name)
         if isinstance(v, _NODE_TYPES):
-            nv = transform(v, fn)
+            nv = fn(v)
             if nv is not v:
                 changes = changes or {}
                 changes[name] = nv
         elif isinstance(v, tuple) and v and isinstance(v[0], _NODE_TYPES):
-            nv = tuple(transform(x, fn) if isinstance(x, _NODE_TYPES) else x for x in v)
+            nv = tuple(fn(x) if isinstance(x, _NODE_TYPES) else x for x in v)
             if any(a is not b for a, b in zip(nv, v)):
                 changes = changes or {}
                 changes[name] = nv
     if changes:
         node = type(node)(**{n: changes.get(n, getattr(node, n)) for n in _field_names(node)})
-    return fn(node)
+    return node
+
+
+def transform(node, fn: Callable):
+    """Rebuild ``node`` bottom-up: children first, then ``fn(new_node)`` (return the node to keep it)."""
+    return fn(rebuild(node, lambda child: transform(child, fn)))
 
 
 def substitute(node, mapping: dict) -> Any:
