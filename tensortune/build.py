@@ -1,16 +1,74 @@
-"""``build``: schedule -> loop IR -> C -> shared library -> callable ``Module``."""
+"""The one build path: loop IR -> source -> shared library (``build_library``) -> callable ``Module``.
+
+Each target kind has a backend: a code generator (``PrimFunc`` -> source) and a toolchain (source ->
+library in this machine's cache). ``build`` (schedules), the measurement builder and the CLI all go
+through ``build_library``. Its result, a ``Library``, carries the library's bytes and content key, so
+it can be measured on another machine than the one that compiled it.
+"""
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
 
+from .arith import Analyzer
 from .codegen import codegen_c
 from .ir import PrimFunc, Store
-from .te.expr import walk
 from .lower import lower
 from .runtime import ArgSpec, Module, compile_shared
-from .target import Target
+from .runtime.compiler import cached_library
 from .schedule import Schedule
+from .target import Target, TargetError, TargetKind
 from .te import Tensor
+from .te.expr import walk
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How one target kind builds: ``codegen(func, target, analyzer) -> source`` and
+    ``compile(source, target, timeout) -> path`` of the library in the local cache (cached by content)."""
+
+    codegen: Callable[[PrimFunc, Target, Analyzer], str]
+    compile: Callable[..., Path]
+    suffix: str = ".so"
+
+
+def _compile_c(source: str, target: Target, timeout: float | None) -> Path:
+    return compile_shared(source, target, timeout=timeout)
+
+
+#: target kind -> backend
+BACKENDS: dict[TargetKind, Backend] = {TargetKind.C: Backend(codegen_c, _compile_c)}
+
+
+@dataclass(frozen=True)
+class Library:
+    """A compiled kernel: content key and bytes of the shared library, its entry point and arguments."""
+
+    key: str
+    data: bytes = field(repr=False)
+    entry: str
+    args: tuple[ArgSpec, ...]
+    workspaces: tuple[ArgSpec, ...]
+    target: str
+    source: str = field(default="", repr=False, compare=False)
+
+    def path(self) -> Path:
+        """The library as a file in this machine's cache (written from ``data`` when absent)."""
+        return cached_library(self.key, self.data)
+
+    def load(self, num_threads: int | None = None) -> Module:
+        """The kernel, loaded and callable on numpy arrays."""
+        return Module(self.path(), self.entry, self.args, self.workspaces, source=self.source,
+                      num_threads=num_threads)
+
+
+def backend_of(target: Target) -> Backend:
+    backend = BACKENDS.get(target.kind)
+    if backend is None:
+        raise TargetError(f"no backend builds targets of kind '{target.kind.value}'; known kinds: "
+                          f"{', '.join(k.value for k in BACKENDS)}")
+    return backend
 
 
 def arg_specs(func: PrimFunc) -> tuple[tuple[ArgSpec, ...], tuple[ArgSpec, ...]]:
@@ -20,6 +78,31 @@ def arg_specs(func: PrimFunc) -> tuple[tuple[ArgSpec, ...], tuple[ArgSpec, ...]]
     return args, tuple(ArgSpec(b.name, b.shape, b.dtype) for b in func.workspaces)
 
 
+def generate_source(func: PrimFunc, target: Target, analyzer: Analyzer | None = None) -> str:
+    """The source code of ``func`` in the language of ``target``'s backend."""
+    return backend_of(target).codegen(func, target, analyzer or Analyzer())
+
+
+def build_library(func: PrimFunc, target: Target, timeout: float | None = None, analyzer: Analyzer | None = None,
+                  source: str | None = None) -> Library:
+    """Generate ``func``'s source for ``target`` (unless ``source`` is given) and compile it.
+
+    Raises ``CodegenError``, ``CompileError`` (``CompileTimeoutError`` after ``timeout`` seconds) or
+    ``CompilerNotFoundError``.
+    """
+    backend = backend_of(target)
+    if source is None:
+        source = backend.codegen(func, target, analyzer or Analyzer())
+    path = backend.compile(source, target, timeout)
+    args, work = arg_specs(func)
+    return Library(path.stem, path.read_bytes(), func.name, args, work, str(target), source)
+
+
+def resolve_target(target: Target | str | None) -> Target:
+    """``target`` as a ``Target`` (parsed from its string form); this machine when None."""
+    return Target.parse(target) if isinstance(target, str) else (target or Target.host())
+
+
 def build(sch: Schedule, args: Sequence[Tensor] | None = None, target: Target | str | None = None,
           name: str = "kernel", num_threads: int | None = None) -> Module:
     """Compile a schedule for ``target`` (default: this machine) and load it.
@@ -27,11 +110,9 @@ def build(sch: Schedule, args: Sequence[Tensor] | None = None, target: Target | 
     ``args`` orders the arrays the kernel takes (default: the inputs in declaration order, then the
     outputs). The returned module also carries the lowered IR as ``module.ir`` and the C as ``module.source``.
     """
-    tgt = Target.parse(target) if isinstance(target, str) else (target or Target.host())
-    func = lower(sch, args, name)
-    source = codegen_c(func, tgt)
-    path = compile_shared(source, tgt)
-    specs, work = arg_specs(func)
-    module = Module(path, func.name, specs, work, source=source, num_threads=num_threads)
+    tgt = resolve_target(target)
+    analyzer = Analyzer()
+    func = lower(sch, args, name, analyzer=analyzer)
+    module = build_library(func, tgt, analyzer=analyzer).load(num_threads)
     module.ir = func
     return module

@@ -1,6 +1,8 @@
 """Tests of build(): the callable module end to end, its argument checks, threads, dtypes and timing."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -256,3 +258,33 @@ def test_time_evaluator_checks_its_arrays(module):
     evaluate = module.time_evaluator(number=1, repeat=1)
     with pytest.raises(ArgumentError, match="must have dtype float32"):
         evaluate(np.ones((4, 5), "float64"), np.zeros((4, 5), "float32"))
+
+
+def test_a_library_carries_its_bytes_to_another_machine(tmp_path, monkeypatch, rng):
+    """A library built here runs from its bytes alone where the compile cache is empty (another machine)."""
+    from tensortune.build import build_library
+
+    A = te.placeholder((32,), "float32", "A")
+    B = te.compute((32,), lambda i: A[i] * 3.0, "B")
+    s = tt.create_schedule(B)
+    library = build_library(tt.lower(s, [A, B]), tt.Target.host())
+    assert len(library.key) == 64 and library.data[:4] == b"\x7fELF" and library.entry == "kernel"
+    monkeypatch.setenv("TENSORTUNE_CACHE_DIR", str(tmp_path / "elsewhere"))
+    shipped = pickle.loads(pickle.dumps(library))
+    module = shipped.load()
+    assert module.lib_path.parent == tmp_path / "elsewhere" / "kernels"
+    a = rng.standard_normal(32).astype("float32")
+    out = np.zeros(32, "float32")
+    module(a, out)
+    np.testing.assert_allclose(out, a * 3.0, rtol=1e-6)
+
+
+def test_kernel_names_that_are_c_keywords_are_codegen_errors():
+    from tensortune.errors import CodegenError, LoweringError
+
+    A = te.placeholder((4,), "float32", "A")
+    B = te.compute((4,), lambda i: A[i] + 1.0, "B")
+    with pytest.raises(CodegenError, match="'int' is a C keyword"):
+        tt.build(tt.create_schedule(B), [A, B], name="int")
+    with pytest.raises(LoweringError, match="must be an identifier"):
+        tt.lower(tt.create_schedule(B), [A, B], name="2fast")

@@ -53,21 +53,41 @@ def test_feature_cache_is_bounded_and_evicted_configs_are_recomputed(matmul_task
     np.testing.assert_array_equal(out, FeatureExtractor(matmul_task)(idx))
 
 
-def test_failing_workers_fall_back_to_serial_extraction(monkeypatch):
-    import tensortune.autotvm.features as features
-
+def test_failing_workers_fall_back_to_serial_extraction():
     class Broken:
         def submit(self, *a, **k):
             raise RuntimeError("no processes here")
 
-    monkeypatch.setattr(features, "_pool", lambda n: Broken())
     task = task_from_workload("resnet18:C6")
     idx = task.space.sample(20, random.Random(8))
-    fx = FeatureExtractor(task, n_jobs=2)
+    fx = FeatureExtractor(task, n_jobs=2, pool=Broken())
     with pytest.warns(RuntimeWarning, match="no processes here"):
         out = fx(idx)
     np.testing.assert_array_equal(out, FeatureExtractor(task)(idx))
     assert fx.n_jobs == 1
+
+
+def test_extractor_workers_live_until_close_and_a_borrowed_pool_is_left_running():
+    from tensortune.autotvm.workers import spawn_pool
+
+    task = task_from_workload("resnet18:C6")
+    idx = task.space.sample(20, random.Random(3))
+    with FeatureExtractor(task, n_jobs=2) as fx:
+        fx(idx)
+        processes = list(fx._pool._processes.values())
+        assert processes and all(p.is_alive() for p in processes)
+    assert fx._pool is None
+    for p in processes:
+        p.join(timeout=10)
+    assert not any(p.is_alive() for p in processes)
+    pool = spawn_pool(2)
+    try:
+        fx = FeatureExtractor(task, n_jobs=2, pool=pool)
+        fx(task.space.sample(20, random.Random(4)))
+        fx.close()
+        assert pool.submit(sum, [1, 2]).result(timeout=30) == 3  # still usable by its owner
+    finally:
+        pool.shutdown()
 
 
 def test_relation_features_have_the_same_length_across_workloads():
@@ -201,3 +221,12 @@ def test_tune_with_history_from_a_log_file(tmp_path):
     tune(src, 32, tuner="random", measure=_fake_measure(src), log_file=log, progress=False, seed=0)
     r = tune(dst, 16, tuner="xgb", measure=_fake_measure(dst), progress=False, seed=0, history=log)
     assert r.best_gflops > 0 and len(r.history) == 16
+
+
+def test_tune_closes_the_tuners_worker_processes(matmul_task):
+    tuner = XGBTuner(matmul_task, seed=0, plan_size=16, n_jobs=2)
+    pools = []
+    tune(matmul_task, 48, tuner=tuner, measure=_fake_measure(matmul_task), progress=False,
+         callbacks=[lambda t, i, r: pools.append(t.features._pool)])
+    assert any(p is not None for p in pools)  # annealing extracted features in worker processes
+    assert tuner.features._pool is None  # stopped when tuning ended (started again if the tuner is reused)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import subprocess
 import sys
 import random
@@ -14,6 +15,7 @@ from tensortune.autotvm.measure import (BuildOptions, BuildResult, ErrorKind, Lo
                                         MeasureInput, MeasureOptions, Measurer, RunOptions)
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates.matmul import matmul_template
+from tensortune.build import Library
 from tensortune.runtime import ArgSpec, compile_shared
 from tensortune.target import ISA, Target
 
@@ -100,7 +102,9 @@ def c_kernel(body: str) -> BuildResult:
     source = f"#include <stdint.h>\nint32_t bad(void** args, int32_t num_threads) {{ {body} }}\n"
     n = FAULTY.args[0]
     specs = (ArgSpec("A", (n, n), "float32"), ArgSpec("B", (n, n), "float32"), ArgSpec("C", (n, n), "float32", True))
-    return BuildResult(str(compile_shared(source, HOST)), ErrorKind.NONE, "", 0.0, source, "bad", specs)
+    path = compile_shared(source, HOST)
+    return BuildResult(Library(path.stem, path.read_bytes(), "bad", specs, (), str(HOST), source), ErrorKind.NONE,
+                       "", 0.0, source)
 
 
 SEGFAULT = "volatile int* p = 0; *p = 1; return 0;"
@@ -111,7 +115,9 @@ ERROR_CODE = "return 7;"
 def test_runner_survives_crash_hang_and_error_codes():
     ok_build = build_good()
     bad = [c_kernel(SEGFAULT), c_kernel(HANG), c_kernel(ERROR_CODE)]
-    missing = BuildResult("/nonexistent/lib.so", ErrorKind.NONE, "", 0.0, "", "bad", bad[0].args)
+    garbage = b"not a shared object"
+    missing = BuildResult(Library(hashlib.sha256(garbage).hexdigest(), garbage, "bad", bad[0].library.args, (),
+                                  str(HOST)), ErrorKind.NONE, "", 0.0)
     failed_build = BuildResult(None, ErrorKind.COMPILE_ERROR, "boom", 0.25)
     builds = [b for x in (*bad, missing, failed_build) for b in (x, ok_build)]
     with LocalRunner(dataclasses.replace(FAST_RUN, timeout=2.0)) as runner:
@@ -122,7 +128,7 @@ def test_runner_survives_crash_hang_and_error_codes():
         ErrorKind.RUNTIME_CRASH, ErrorKind.NONE,  # segfault: the worker died and was restarted
         ErrorKind.RUN_TIMEOUT, ErrorKind.NONE,  # hang: the worker was killed and restarted
         ErrorKind.RUNTIME_CRASH, ErrorKind.NONE,  # nonzero return code
-        ErrorKind.RUNTIME_CRASH, ErrorKind.NONE,  # library cannot be loaded
+        ErrorKind.RUNTIME_CRASH, ErrorKind.NONE,  # library bytes cannot be loaded
         ErrorKind.COMPILE_ERROR, ErrorKind.NONE,  # build failure passed through
     ]
     assert "SIGSEGV" in results[0].error_msg

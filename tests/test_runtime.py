@@ -11,7 +11,7 @@ import pytest
 import tensortune.runtime.compiler as compiler_module
 from tensortune.dtype import DType
 from tensortune.env import SettingsError, settings
-from tensortune.errors import ArgumentError, CompileError, CompilerNotFoundError
+from tensortune.errors import ArgumentError, CompileError, CompilerNotFoundError, CompileTimeoutError
 from tensortune.runtime import (
     ArgSpec,
     KernelRuntimeError,
@@ -232,7 +232,7 @@ def test_compile_timeout(monkeypatch):
 
     find_compiler()
     monkeypatch.setattr(compiler_module.subprocess, "run", slow)
-    with pytest.raises(CompileError, match="timed out"):
+    with pytest.raises(CompileTimeoutError, match="timed out"):
         compile_shared(ADD_ONE + "// new key\n", SCALAR, timeout=0.5)
 
 

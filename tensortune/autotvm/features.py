@@ -154,20 +154,43 @@ class FeatureExtractor:
     """Fixed-length features of a task's configs, cached by config index.
 
     ``n_jobs`` > 1 extracts large requests (at least ``PARALLEL_MIN`` new configs, as simulated annealing
-    makes) in that many worker processes, shared by all extractors of this process. The tuner calls it
-    between measured batches, when the cores are otherwise idle. Results are the same as serial.
+    makes) in that many worker processes. The tuner calls it between measured batches, when the cores
+    are otherwise idle. Results are the same as serial. The workers are started on first use and
+    stopped by ``close()`` (the extractor is also a context manager); a ``pool`` passed in is borrowed
+    and left running.
     """
 
-    def __init__(self, task: Task, n_jobs: int = 1, max_cache: int = 50_000):
+    def __init__(self, task: Task, n_jobs: int = 1, max_cache: int = 50_000,
+                 pool: ProcessPoolExecutor | None = None):
         if n_jobs < 1 or max_cache < 1:
             raise ValueError(f"n_jobs and max_cache must be >= 1, got {n_jobs} and {max_cache}")
         self.task = task
         self.n_jobs = n_jobs
+        self._pool = pool
+        self._owns_pool = pool is None
         self.max_cache = max_cache  # ~3 KB per config: the oldest half is dropped beyond this
         self.buffers: list[str] | None = None
         self._cache: dict[int, np.ndarray] = {}
         space = task.space
         self.n_knobs = len(space.dims)
+
+    def close(self) -> None:
+        """Stop the worker processes this extractor started (a later request starts them again)."""
+        if self._pool is not None and self._owns_pool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> FeatureExtractor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = spawn_pool(self.n_jobs)
+            self._owns_pool = True
+        return self._pool
 
     @property
     def length(self) -> int:
@@ -206,7 +229,7 @@ class FeatureExtractor:
             self.get(missing.pop(0))
         chunks = [c for c in np.array_split(np.array(missing), self.n_jobs * 2) if len(c)]
         try:
-            pool = _pool(self.n_jobs)
+            pool = self._get_pool()
             futures = [pool.submit(_extract_in_worker, self.task, self.buffers, c.tolist()) for c in chunks]
             for chunk, fut in zip(chunks, futures):
                 for i, f in zip(chunk.tolist(), fut.result()):
@@ -216,7 +239,7 @@ class FeatureExtractor:
                           "extracting in this process from now on", RuntimeWarning, stacklevel=3)
             self.n_jobs = 1
             if isinstance(e, BrokenProcessPool):
-                _reset_pool()
+                self.close()
 
     def _extract(self, index: int) -> np.ndarray:
         out = np.zeros(self.length, np.float32)
@@ -283,23 +306,8 @@ class FeatureExtractor:
 # ----------------------------------------------------------------------------- worker processes
 
 PARALLEL_MIN = 16
-_POOL: tuple[int, ProcessPoolExecutor] | None = None
+#: In a worker process (which lives as long as its pool): one extractor per task, so its buffer order holds.
 _IN_WORKER: dict[tuple[str, str], FeatureExtractor] = {}
-
-
-def _pool(n_jobs: int) -> ProcessPoolExecutor:
-    global _POOL
-    if _POOL is None or _POOL[0] != n_jobs:
-        _reset_pool()
-        _POOL = (n_jobs, spawn_pool(n_jobs))
-    return _POOL[1]
-
-
-def _reset_pool() -> None:
-    global _POOL
-    if _POOL is not None:
-        _POOL[1].shutdown(wait=False, cancel_futures=True)
-    _POOL = None
 
 
 def _extract_in_worker(task: Task, buffers: list[str], indices: list[int]) -> list[np.ndarray]:

@@ -106,76 +106,104 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "random", batch_size: in
     improvement. Failed candidates are recorded with their error kind and tuning goes on. On Ctrl-C the
     progress display is closed and ``KeyboardInterrupt`` re-raised; every finished batch is in the log.
     ``history``: a log (or records) of other workloads that a model-based tuner transfers from.
+    The tuner's resources (its worker processes) and a default ``Measurer`` are closed when tuning ends.
     """
+    _check_arguments(n_trial, batch_size, early_stopping)
+    if history is not None and not isinstance(history, (list, tuple)):
+        history = load_records(history)
+    the_tuner = make_tuner(tuner, task, seed, history)
+    with contextlib.ExitStack() as stack:
+        stack.callback(the_tuner.close)
+        run = _Run(task, the_tuner, n_trial, log_file, early_stopping)
+        run.resume()
+        display = stack.enter_context(progress_display(str(task), n_trial, min(run.done, n_trial), progress))
+        if run.done:
+            display.update(run.done, 0.0, run.result.best_gflops)
+        try:
+            while (reason := run.stop_reason()) is None:
+                indices = the_tuner.next_batch(min(batch_size, n_trial - run.done))
+                if not indices:
+                    reason = "the config space is exhausted"
+                    break
+                inputs = [MeasureInput(task, i) for i in indices]
+                if measure is None:
+                    measure = _open_measurer(stack)
+                results = list(measure(inputs))
+                batch_best = run.record(inputs, results)
+                display.update(run.done, batch_best, run.result.best_gflops)
+                for cb in callbacks:
+                    cb(the_tuner, inputs, results)
+        except KeyboardInterrupt:
+            where = f"; the measured trials are in {log_file}" if log_file is not None else ""
+            display.close(f"interrupted after {run.done} trials{where}")
+            raise
+        result = run.result
+        result.stop_reason = reason
+        display.close(f"{task}: {reason}; best {result.best_gflops:.2f} GFLOP/s"
+                      + (f" (config {result.best_index})" if result.best_index is not None else ""))
+    return result
+
+
+def _check_arguments(n_trial: int, batch_size: int, early_stopping: int | None) -> None:
     if n_trial < 0:
         raise TuneError(f"n_trial must be >= 0, got {n_trial}")
     if batch_size < 1:
         raise TuneError(f"batch_size must be >= 1, got {batch_size}")
     if early_stopping is not None and early_stopping < 1:
         raise TuneError(f"early_stopping must be a number of trials >= 1 or None, got {early_stopping}")
-    if history is not None and not isinstance(history, (list, tuple)):
-        history = load_records(history)
-    the_tuner = make_tuner(tuner, task, seed, history)
-    resumed = _resumed(log_file, task)
-    the_tuner.load_history(resumed)
 
-    result = TuneResult(task, None, 0.0)
-    for r in resumed:
-        result.history.append(Trial(r.config_index, _gflops(task, r.result()), r.error_kind, resumed=True))
-    for t in result.history:
-        if t.gflops > result.best_gflops:
-            result.best_index, result.best_gflops = t.config_index, t.gflops
-    done = len(resumed)
-    last_improvement = done  # early stopping counts only this run's trials
 
-    with contextlib.ExitStack() as stack:
-        display = stack.enter_context(progress_display(str(task), n_trial, min(done, n_trial), progress))
-        if done:
-            display.update(done, 0.0, result.best_gflops)
-        try:
-            while True:
-                if done >= n_trial:
-                    result.stop_reason = f"reached {n_trial} trials"
-                    break
-                if not the_tuner.has_next():
-                    result.stop_reason = "the config space is exhausted"
-                    break
-                indices = the_tuner.next_batch(min(batch_size, n_trial - done))
-                if not indices:
-                    result.stop_reason = "the config space is exhausted"
-                    break
-                inputs = [MeasureInput(task, i) for i in indices]
-                if measure is None:
-                    measure = _open_measurer(stack)
-                results = list(measure(inputs))
-                if len(results) != len(inputs):
-                    raise TuneError(f"the measure function returned {len(results)} results for "
-                                    f"{len(inputs)} inputs; it must return one result per input")
-                if log_file is not None:
-                    append_records(log_file, zip(inputs, results))
-                the_tuner.update(inputs, results)
-                batch_best = 0.0
-                for inp, res in zip(inputs, results):
-                    done += 1
-                    g = _gflops(task, res)
-                    batch_best = max(batch_best, g)
-                    result.history.append(Trial(inp.config_index, g, res.error_kind))
-                    if g > result.best_gflops:
-                        result.best_index, result.best_gflops = inp.config_index, g
-                        last_improvement = done
-                display.update(done, batch_best, result.best_gflops)
-                for cb in callbacks:
-                    cb(the_tuner, inputs, results)
-                if early_stopping is not None and done - last_improvement >= early_stopping:
-                    result.stop_reason = f"no improvement in the last {done - last_improvement} trials"
-                    break
-        except KeyboardInterrupt:
-            where = f"; the measured trials are in {log_file}" if log_file is not None else ""
-            display.close(f"interrupted after {done} trials{where}")
-            raise
-        display.close(f"{task}: {result.stop_reason}; best {result.best_gflops:.2f} GFLOP/s"
-                      + (f" (config {result.best_index})" if result.best_index is not None else ""))
-    return result
+class _Run:
+    """The state of one tuning run: trials done (resumed ones included), the best so far, when to stop."""
+
+    def __init__(self, task: Task, tuner: Tuner, n_trial: int, log_file, early_stopping: int | None):
+        self.task, self.tuner, self.n_trial = task, tuner, n_trial
+        self.log_file, self.early_stopping = log_file, early_stopping
+        self.result = TuneResult(task, None, 0.0)
+        self.done = 0
+        self.last_improvement = 0  # early stopping counts only this run's trials
+
+    def resume(self) -> None:
+        """Count the log's records of this task as trials, and teach them to the tuner."""
+        resumed = _resumed(self.log_file, self.task)
+        self.tuner.load_history(resumed)
+        for r in resumed:
+            self._add(Trial(r.config_index, _gflops(self.task, r.result()), r.error_kind, resumed=True))
+        self.done = self.last_improvement = len(resumed)
+
+    def stop_reason(self) -> str | None:
+        if self.early_stopping is not None and self.done - self.last_improvement >= self.early_stopping:
+            return f"no improvement in the last {self.done - self.last_improvement} trials"
+        if self.done >= self.n_trial:
+            return f"reached {self.n_trial} trials"
+        if not self.tuner.has_next():
+            return "the config space is exhausted"
+        return None
+
+    def record(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> float:
+        """Log a measured batch and learn from it; returns the batch's best GFLOP/s."""
+        if len(results) != len(inputs):
+            raise TuneError(f"the measure function returned {len(results)} results for "
+                            f"{len(inputs)} inputs; it must return one result per input")
+        if self.log_file is not None:
+            append_records(self.log_file, zip(inputs, results))
+        self.tuner.update(inputs, results)
+        batch_best = 0.0
+        for inp, res in zip(inputs, results):
+            self.done += 1
+            trial = Trial(inp.config_index, _gflops(self.task, res), res.error_kind)
+            batch_best = max(batch_best, trial.gflops)
+            if self._add(trial):
+                self.last_improvement = self.done
+        return batch_best
+
+    def _add(self, trial: Trial) -> bool:
+        """Append a trial to the history; True if it is the best so far."""
+        self.result.history.append(trial)
+        if trial.gflops > self.result.best_gflops:
+            self.result.best_index, self.result.best_gflops = trial.config_index, trial.gflops
+            return True
+        return False
 
 
 def _open_measurer(stack: contextlib.ExitStack) -> MeasureFn:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..env import settings
-from ..errors import CompileError, CompilerNotFoundError
+from ..errors import CompileError, CompilerNotFoundError, CompileTimeoutError
 from ..target import ISA, Target
 
 CACHE_FORMAT = 1  # bump when the layout or meaning of cached files changes
@@ -112,6 +112,22 @@ def compile_shared(
     return lib
 
 
+def cached_library(key: str, data: bytes) -> Path:
+    """The path of the library ``key`` in this machine's cache, written from ``data`` if it is not there
+    (a library compiled on another machine and sent as bytes)."""
+    if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+        raise ValueError(f"not a library content key: {key!r}")
+    out_dir = settings().cache_dir / "kernels"
+    lib = out_dir / f"{key}.so"
+    if not lib.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key}-", suffix=".so.tmp", dir=out_dir)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, lib)
+    return lib
+
+
 def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...]) -> str:
     """sha256 over every input that can change the compiled library."""
     parts = [CACHE_FORMAT, __version__, compiler.path, compiler.version, list(flags), list(LINK_FLAGS), source]
@@ -123,7 +139,8 @@ def _run_compiler(command: list[str], source: str, timeout: float | None) -> Non
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         output = _text(e.stdout) + _text(e.stderr)
-        raise CompileError(f"compiler timed out after {timeout} s: {' '.join(command)}", source, output) from None
+        raise CompileTimeoutError(f"compiler timed out after {timeout} s: {' '.join(command)}", source,
+                                  output) from None
     if done.returncode != 0:
         output = done.stdout + done.stderr
         head = "\n".join(done.stderr.splitlines()[:ERROR_LINES])

@@ -7,12 +7,11 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ...codegen import codegen_c
+from ...arith import Analyzer
+from ...build import build_library, generate_source
 from ...env import usable_cores
-from ...errors import CompileError
+from ...errors import CompileError, CompileTimeoutError
 from ...lower import lower
-from ...build import arg_specs
-from ...runtime import compile_shared
 from ..workers import spawn_pool
 from .result import BuildResult, ErrorKind, MeasureInput
 
@@ -115,18 +114,18 @@ def _build_one(inp: MeasureInput, timeout: float) -> BuildResult:
         return fail(ErrorKind.INVALID_CONFIG, _describe(e))
     source = ""
     try:
-        func = lower(sch, op.args, "kernel")
-        source = codegen_c(func, task.target)
-        path = compile_shared(source, task.target, timeout=timeout)
+        analyzer = Analyzer()
+        func = lower(sch, op.args, "kernel", analyzer=analyzer)
+        source = generate_source(func, task.target, analyzer)
+        library = build_library(func, task.target, timeout=timeout, source=source)
+    except CompileTimeoutError as e:
+        return fail(ErrorKind.BUILD_TIMEOUT, str(e), source)
     except CompileError as e:
-        if str(e).startswith("compiler timed out"):
-            return fail(ErrorKind.BUILD_TIMEOUT, str(e), source)
         head = "\n".join(e.output.strip().splitlines()[:ERROR_LINES]) or str(e)
         return fail(ErrorKind.COMPILE_ERROR, f"C compilation failed:\n{head}", source)
     except Exception as e:  # lowering or codegen rejected the schedule, or an internal error there
         return fail(ErrorKind.COMPILE_ERROR, _describe(e), source)
-    args, work = arg_specs(func)
-    return BuildResult(str(path), ErrorKind.NONE, "", time.perf_counter() - start, source, func.name, args, work)
+    return BuildResult(library, ErrorKind.NONE, "", time.perf_counter() - start, source)
 
 
 def _describe(e: BaseException) -> str:

@@ -4,8 +4,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from ...runtime import ArgSpec
+if TYPE_CHECKING:
+    from ...build import Library
+    from ..task import Task
 
 
 class ErrorKind(Enum):
@@ -25,23 +28,20 @@ class ErrorKind(Enum):
 class MeasureInput:
     """One candidate: a task and the index of a config in its space."""
 
-    task: "object"  # tensortune.autotvm.task.Task
+    task: Task
     config_index: int
 
 
 @dataclass(frozen=True)
 class BuildResult:
-    """A compiled candidate, or why it could not be built."""
+    """A compiled candidate (``library``, with its bytes: it can be run on another machine), or why it could
+    not be built (``source``: the generated code, when there is some)."""
 
-    lib_path: str | None
+    library: Library | None
     error_kind: ErrorKind
     error_msg: str
     build_seconds: float
     source: str = field(default="", repr=False)
-    # How to call the kernel in ``lib_path`` (set when the build succeeded).
-    entry: str = ""
-    args: tuple[ArgSpec, ...] = ()
-    workspaces: tuple[ArgSpec, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -19,7 +19,6 @@ import numpy as np
 
 from ...errors import TensortuneError
 from ...ops.operator import check_output
-from ...runtime import Module
 from ...runtime.compiler import unload_library
 from ...runtime.timer import timer_functions
 from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
@@ -200,7 +199,8 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
         data = cache[task] = _TaskData(canonical, task.operator.empty_output(), np.asarray(task.reference(canonical)))
     inputs = task.kernel_inputs(inp.config_index, data.canonical)  # weights packed for this config
     conn.send("started")
-    module = Module(build.lib_path, build.entry, build.args, build.workspaces, num_threads=options.num_threads)
+    module = build.library.load(options.num_threads)
+    path = module.lib_path
     try:
         # Poison the output so an element the kernel forgets to write fails the check.
         data.output.fill(np.nan if data.output.dtype.kind == "f" else 123)
@@ -211,7 +211,7 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
         return _time(module, (*inputs, data.output), options), ErrorKind.NONE, ""
     finally:
         del module
-        unload_library(build.lib_path)  # a long tuning run loads thousands of candidates into this worker
+        unload_library(path)  # a long tuning run loads thousands of candidates into this worker
 
 
 def _time(module: Module, arrays: tuple[np.ndarray, ...], options: RunOptions) -> tuple[float, ...]:

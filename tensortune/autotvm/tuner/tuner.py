@@ -67,6 +67,15 @@ class Tuner:
         self.update([MeasureInput(self.task, r.config_index) for r in used], [r.result() for r in used])
         return len(used)
 
+    def close(self) -> None:
+        """Release what the tuner holds (worker processes); it can still be used afterwards."""
+
+    def __enter__(self) -> Tuner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # -- for subclasses -------------------------------------------------------
     def _propose(self, n: int) -> list[int]:
         raise NotImplementedError

@@ -126,6 +126,10 @@ class XGBTuner(Tuner):
         if history is not None:
             self.global_model = train_global_model(history, exclude=task.workload_key, seed=seed or 0)
 
+    def close(self) -> None:
+        """Stop the feature-extraction workers (restarted if the tuner is used again)."""
+        self.features.close()
+
     # -- learning ------------------------------------------------------------
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         super().update(inputs, results)
