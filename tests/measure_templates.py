@@ -5,7 +5,7 @@ import os
 import time
 
 from tensortune.autotvm.task import template
-from tensortune.ops import matmul
+from tensortune.ops import Part, matmul
 from tensortune.schedule import create_schedule
 
 
@@ -21,7 +21,7 @@ def faulty_template(cfg, n: int):
     if mode == "crash":
         os._exit(3)  # kills the build worker process
     s = create_schedule(op.output)
-    s["B_packed"].compute_inline()
+    s[op.part(Part.PACKED_WEIGHT)].compute_inline()
     if mode == "invalid":
         s[op.output].split(s[op.output].axis[0], factor=0)  # raises ScheduleError
     return s, op

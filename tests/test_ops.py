@@ -355,6 +355,43 @@ def test_random_inputs_are_seeded_and_shaped() -> None:
     assert [t.name for t in op.args][-1] == op.output.name
 
 
+PARTS = [  # operator, {role: stage name}, epilogue stage names
+    (lambda: ops.matmul(8, 16, 4), {"PACKED_WEIGHT": "B_packed", "ACCUMULATOR": "matmul"}, []),
+    (lambda: ops.dense(2, 8, 16, relu=True), {"PACKED_WEIGHT": "B_packed", "ACCUMULATOR": "dense_acc"},
+     ["dense_bias"]),
+    (lambda: ops.conv2d_nchw(1, 3, 8, 8, 4, 3, pad=1, relu=True), {"PADDED_INPUT": "data_pad",
+                                                                     "ACCUMULATOR": "conv2d_acc"}, []),
+    (lambda: ops.depthwise_conv2d_nchw(1, 4, 8, 8, 3, bias=True), {"ACCUMULATOR": "depthwise_conv2d_acc"}, []),
+    (lambda: ops.conv2d_nchwc(1, 4, 8, 8, 8, 3, pad=1, icb=2, ocb=4), {"PACKED_INPUT": "data_pack",
+                                                                      "ACCUMULATOR": "conv"}, []),
+    (lambda: ops.conv2d_nchwc_packed(1, 4, 8, 8, 8, 3, pad=1, icb=4, ocb=4), {"PADDED_INPUT": "data_pad",
+                                                                             "ACCUMULATOR": "conv2d"}, []),
+    (lambda: ops.conv2d_spatial_pack(1, 4, 8, 8, 8, 1, ocb=4), {"ACCUMULATOR": "conv"}, []),
+    (lambda: ops.depthwise_conv2d_nchwc(1, 8, 8, 8, 3, pad=1, cb=4), {"PACKED_INPUT": "data_pack",
+                                                                      "ACCUMULATOR": "conv"}, []),
+]
+
+
+@pytest.mark.parametrize("make,parts,epilogue", PARTS)
+def test_operators_name_their_parts(make, parts, epilogue) -> None:
+    """Schedules find stages by role; the stages keep the names the generated code has always had."""
+    op = make()
+    assert {role.name: t.name for role, t in op.parts.items()} == parts
+    assert [t.name for t in op.epilogue] == epilogue
+    stages = tt.create_schedule(op.output).stages
+    assert all(t.name in stages for t in (*op.parts.values(), *op.epilogue))
+
+
+def test_a_missing_part_is_an_operator_error_naming_the_parts() -> None:
+    op = ops.conv2d_nchw(1, 3, 8, 8, 4, 3, pad=0)
+    with pytest.raises(ops.OperatorError, match="'conv2d' has no padded input \\(its parts: accumulator\\)"):
+        op.part(ops.Part.PADDED_INPUT)
+    with pytest.raises(ops.OperatorError, match="parts map a Part"):
+        ops.Operator("bad", op.inputs, op.output, 1, op.reference, op._schedule, parts={"conv": op.output})
+    with pytest.raises(TypeError):
+        op.parts[ops.Part.PADDED_INPUT] = op.output  # the mapping is read-only
+
+
 def test_default_schedule_can_be_lowered_twice_to_the_same_ir() -> None:
     op = ops.matmul(37, 53, 29, bias=True, relu=True)
     sch = op.default_schedule()

@@ -36,7 +36,7 @@ def pipeline():
 def snapshot(s: Schedule):
     """Everything a step can change, copied."""
     return (list(s.steps), list(s.stages), {
-        n: (list(st.leaves), list(st.relations), dict(st.annotations), st.attach, dict(st.extents), st.op, st.scope)
+        n: (list(st.leaves), list(st.relations), dict(st.annotations), st.attach, dict(st.extents), st.op)
         for n, st in s.stages.items()
     })
 
@@ -431,7 +431,7 @@ def test_cache_write_and_cache_read_return_new_stages():
     AS = s.cache_read(A, "shared", [CL])
     assert (CL.name, AS.name) == ("C.local", "A.shared")
     assert list(s.stages) == ["A", "B", "A.shared", "C.local", "C"]
-    assert s.stages["C.local"].scope == "local" and s.stages["A.shared"].scope == "shared"
+    assert s.steps[-2:] == [CacheWrite("C", "local"), CacheRead("A", "shared", ("C.local",))]
     assert [a.name for a in s[CL].reduce_axis] == ["k"] and s[C].reduce_axis == ()
     assert s.consumers("A") == ["A.shared"] and s.consumers("A.shared") == ["C.local"]
 

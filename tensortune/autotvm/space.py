@@ -3,7 +3,8 @@
 A template is a function ``template(cfg, *args)``. On the first run ``cfg`` is a ``ConfigSpace``
 that records each ``define_*`` call (and answers ``cfg[name]`` with the knob's first value so the
 template runs through); afterwards ``cfg`` is a ``ConfigEntity``, one point of the space, whose
-``define_*`` calls are no-ops and whose ``cfg[name]`` is the chosen value.
+``define_*`` calls are no-ops and whose ``cfg[name]`` is the chosen value. Both carry the target
+the task is tuned for as ``cfg.target``, which templates read instead of assuming this machine.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ..errors import TensortuneError
 from ..ir.nodes import ForKind
 from ..schedule import Axis, StageHandle
+from ..target import Target
 
 
 class SpaceError(TensortuneError, ValueError):
@@ -153,12 +155,13 @@ def split_candidates(extent: int, parts: int, policy: str = "factors", max_facto
 # ------------------------------------------------------------------------- spaces and entities
 
 class ConfigSpace:
-    """The space of a template: knobs in declaration order and cross-knob filters."""
+    """The space of a template for ``target`` (default: this machine): knobs in declaration order and
+    cross-knob filters."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: Target | None = None) -> None:
+        self.target = target or Target.host()
         self.knobs: dict[str, Knob] = {}
         self.filters: list[Callable[["ConfigEntity"], bool]] = []
-        self._cursor: dict[str, Any] = {}
 
     # -- declaration --------------------------------------------------------
     def _add(self, knob: Knob) -> None:
@@ -300,11 +303,13 @@ class ConfigSpace:
 
 
 class ConfigEntity:
-    """One point of a space: ``cfg[name]`` is the chosen value of each knob."""
+    """One point of a space: ``cfg[name]`` is the chosen value of each knob; ``target`` is the space's
+    unless given."""
 
-    def __init__(self, space: ConfigSpace, index: int):
+    def __init__(self, space: ConfigSpace, index: int, target: Target | None = None):
         self.space = space
         self.index = index
+        self.target = target or space.target
         self.choices = space.index_to_choices(index)
 
     def __getitem__(self, name: str):

@@ -1,8 +1,9 @@
 """Templates and tasks.
 
 A ``Template`` is a plain function ``fn(cfg, *args) -> (Schedule, Operator)`` plus a name: it
-declares knobs on ``cfg`` and schedules the operator with the chosen values. A ``Task`` is a
-template with concrete arguments and a target; its workload key identifies it in tuning logs.
+declares knobs on ``cfg`` and schedules the operator with the chosen values for ``cfg.target``.
+A ``Task`` is a template with concrete arguments and a target; its workload key identifies it in
+tuning logs.
 """
 from __future__ import annotations
 
@@ -84,13 +85,14 @@ class Task:
         return self.space.get(index)
 
     def instantiate(self, config: ConfigEntity | int) -> tuple[Schedule, Operator]:
-        """Schedule the operator with one config (may raise ScheduleError for an invalid config)."""
+        """Schedule the operator with one config for the task's target (may raise ScheduleError for
+        an invalid config)."""
         if not isinstance(config, (int, ConfigEntity)):
             raise TaskError(f"config must be a config index or a ConfigEntity, got {config!r}"
                             + (" (a tuning run that measured no successful config has no best_index)"
                                if config is None else ""))
-        cfg = self.space.get(config) if isinstance(config, int) else config
-        return self.template(cfg, *self.args)
+        space, index = (self.space, config) if isinstance(config, int) else (config.space, config.index)
+        return self.template(ConfigEntity(space, index, self.target), *self.args)
 
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Random canonical inputs (as ``reference`` takes them; the same for every config)."""
@@ -128,7 +130,7 @@ def _rebuild_task(module: str, qualname: str, name: str, args: tuple, target: st
 
 @functools.lru_cache(maxsize=64)
 def _space_and_op(task: Task) -> tuple[ConfigSpace, Operator]:
-    space = ConfigSpace()
+    space = ConfigSpace(task.target)
     _, op = task.template(space, *task.args)
     return space, op
 

@@ -1,9 +1,11 @@
 """Operators with FLOP counts, numpy references and default schedules."""
-from .conv import conv2d_nchw, depthwise_conv2d_nchw, pad_nchw
+from .conv import conv2d_nchw, depthwise_conv2d_nchw
 from .conv_packed import (conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack, depthwise_conv2d_nchwc,
                           packed_blocks)
 from .matmul import dense, matmul
-from .operator import Operator
+from .operator import Operator, OperatorError, Part
+from .pad import pad_nchw
 
-__all__ = ["Operator", "conv2d_nchw", "conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_spatial_pack", "dense",
-           "depthwise_conv2d_nchw", "depthwise_conv2d_nchwc", "matmul", "packed_blocks", "pad_nchw"]
+__all__ = ["Operator", "OperatorError", "Part", "conv2d_nchw", "conv2d_nchwc", "conv2d_nchwc_packed",
+           "conv2d_spatial_pack", "dense", "depthwise_conv2d_nchw", "depthwise_conv2d_nchwc", "matmul",
+           "packed_blocks", "pad_nchw"]

@@ -2,14 +2,18 @@
 optional fused bias + ReLU epilogue."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from .. import te
 from ..errors import ShapeError
 from ..target import Target
 from ..schedule import Schedule, create_schedule
-from ..te import Tensor
-from .operator import Operator, largest_divisor
+from ..te import Expr, Tensor
+from .operator import Operator, Part
+from .pad import pad_nchw
+from .schedule_helpers import largest_divisor, local_accumulator, parallel_input_transform
 
 
 def conv_out_size(n: int, k: int, stride: int, pad: int, what: str) -> int:
@@ -22,29 +26,20 @@ def conv_out_size(n: int, k: int, stride: int, pad: int, what: str) -> int:
     return out
 
 
-def pad_nchw(data: Tensor, pad: int, name: str = "data_pad") -> Tensor:
-    """Zero-pad the two spatial dimensions of an NCHW tensor (the identity when ``pad`` is 0)."""
-    if pad == 0:
-        return data
-    n, c, h, w = data.shape
-    zero = te.const(0, data.dtype)
-    return te.compute(
-        (n, c, h + 2 * pad, w + 2 * pad),
-        lambda b, ch, y, x: te.select(te.logical_and(y >= pad, y < h + pad, x >= pad, x < w + pad),
-                                      data[b, ch, y - pad, x - pad], zero),
-        name)
-
-
-def _epilogue(acc: Tensor, channels: int, dtype: str, bias: bool, relu: bool, name: str):
-    inputs, out = [], acc
+def _epilogue(acc: Tensor, channels: int, dtype: str, bias: bool, relu: bool,
+              name: str) -> tuple[list[Tensor], Tensor, tuple[Tensor, ...]]:
+    """The bias input (if any), the output, and the stages between ``acc`` and the output."""
+    inputs, stages = [], [acc]
     if bias:
         b = te.placeholder((channels,), dtype, "bias")
         inputs.append(b)
-        out = te.compute(acc.shape, lambda n, c, y, x: acc[n, c, y, x] + b[c], f"{name}_bias" if relu else name)
+        stages.append(te.compute(acc.shape, lambda n, c, y, x: acc[n, c, y, x] + b[c],
+                                 f"{name}_bias" if relu else name))
     if relu:
-        prev = out
-        out = te.compute(acc.shape, lambda n, c, y, x: te.maximum(prev[n, c, y, x], te.const(0, dtype)), name)
-    return inputs, out
+        prev = stages[-1]
+        stages.append(te.compute(acc.shape, lambda n, c, y, x: te.maximum(prev[n, c, y, x], te.const(0, dtype)),
+                                 name))
+    return inputs, stages[-1], tuple(stages[1:-1])
 
 
 def _ref_epilogue(r: np.ndarray, rest, bias: bool, relu: bool) -> np.ndarray:
@@ -62,30 +57,42 @@ def _windows(x: np.ndarray, kh: int, kw: int, stride: int, pad: int, oh: int, ow
     return win[:, :, ::stride, ::stride][:, :, :oh, :ow]
 
 
+def conv_parts(data: Tensor, padded: Tensor, acc: Tensor) -> dict[Part, Tensor]:
+    """The parts of a convolution that reads ``padded`` (``data`` itself when there is no padding)."""
+    return {Part.ACCUMULATOR: acc} | ({} if padded is data else {Part.PADDED_INPUT: padded})
+
+
+def _nchw_operator(name: str, data: Tensor, weight: Tensor, padded: Tensor, shape: tuple[int, ...],
+                   body: Callable[..., Expr], conv: Callable[..., np.ndarray], flops: int, dtype: str, bias: bool,
+                   relu: bool) -> Operator:
+    """An NCHW convolution ``body`` (numpy: ``conv``) with its optional bias + ReLU epilogue."""
+    acc = te.compute(shape, body, f"{name}_acc" if bias or relu else name)
+    extra, out, between = _epilogue(acc, shape[1], dtype, bias, relu, name)
+
+    def reference(x, w, *rest):
+        return _ref_epilogue(conv(x, w), rest, bias, relu).astype(x.dtype)
+
+    return Operator(name, (data, weight, *extra), out, flops, reference, _schedule_conv,
+                    parts=conv_parts(data, padded, acc), epilogue=between)
+
+
 def conv2d_nchw(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int | None = None, stride: int = 1,
                 pad: int = 0, dtype: str = "float32", bias: bool = False, relu: bool = False,
                 name: str = "conv2d") -> Operator:
     """``out[n, o, y, x] = sum(data_pad[n, c, y*s+r, x*s+q] * weight[o, c, r, q])``."""
     KW = KH if KW is None else KW
-    OH = conv_out_size(H, KH, stride, pad, name)
-    OW = conv_out_size(W, KW, stride, pad, name)
+    OH, OW = conv_out_size(H, KH, stride, pad, name), conv_out_size(W, KW, stride, pad, name)
     data = te.placeholder((N, C, H, W), dtype, "data")
     weight = te.placeholder((O, C, KH, KW), dtype, "weight")
     dp = pad_nchw(data, pad)
     rc, rh, rw = te.reduce_axis(C, "rc"), te.reduce_axis(KH, "rh"), te.reduce_axis(KW, "rw")
-    plain = not (bias or relu)
-    acc = te.compute((N, O, OH, OW), lambda n, o, y, x: te.sum(
+
+    def conv(x, w):
+        return np.einsum("ncyxhw,ochw->noyx", _windows(x, KH, KW, stride, pad, OH, OW), w, optimize=True)
+
+    return _nchw_operator(name, data, weight, dp, (N, O, OH, OW), lambda n, o, y, x: te.sum(
         dp[n, rc, y * stride + rh, x * stride + rw] * weight[o, rc, rh, rw], axis=[rc, rh, rw]),
-        name if plain else f"{name}_acc")
-    extra, out = _epilogue(acc, O, dtype, bias, relu, name)
-
-    def reference(x, w, *rest):
-        win = _windows(x, KH, KW, stride, pad, OH, OW)
-        r = np.einsum("ncyxhw,ochw->noyx", win, w, optimize=True)
-        return _ref_epilogue(r, rest, bias, relu).astype(x.dtype)
-
-    flops = 2 * N * O * OH * OW * C * KH * KW
-    return Operator(name, (data, weight, *extra), out, flops, reference, _schedule_conv)
+        conv, 2 * N * O * OH * OW * C * KH * KW, dtype, bias, relu)
 
 
 def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int | None = None, stride: int = 1,
@@ -93,25 +100,18 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int | Non
                           name: str = "depthwise_conv2d") -> Operator:
     """``out[n, c, y, x] = sum(data_pad[n, c, y*s+r, x*s+q] * weight[c, 0, r, q])`` (channel multiplier 1)."""
     KW = KH if KW is None else KW
-    OH = conv_out_size(H, KH, stride, pad, name)
-    OW = conv_out_size(W, KW, stride, pad, name)
+    OH, OW = conv_out_size(H, KH, stride, pad, name), conv_out_size(W, KW, stride, pad, name)
     data = te.placeholder((N, C, H, W), dtype, "data")
     weight = te.placeholder((C, 1, KH, KW), dtype, "weight")
     dp = pad_nchw(data, pad)
     rh, rw = te.reduce_axis(KH, "rh"), te.reduce_axis(KW, "rw")
-    plain = not (bias or relu)
-    acc = te.compute((N, C, OH, OW), lambda n, c, y, x: te.sum(
+
+    def conv(x, w):
+        return np.einsum("ncyxhw,chw->ncyx", _windows(x, KH, KW, stride, pad, OH, OW), w[:, 0], optimize=True)
+
+    return _nchw_operator(name, data, weight, dp, (N, C, OH, OW), lambda n, c, y, x: te.sum(
         dp[n, c, y * stride + rh, x * stride + rw] * weight[c, 0, rh, rw], axis=[rh, rw]),
-        name if plain else f"{name}_acc")
-    extra, out = _epilogue(acc, C, dtype, bias, relu, name)
-
-    def reference(x, w, *rest):
-        win = _windows(x, KH, KW, stride, pad, OH, OW)
-        r = np.einsum("ncyxhw,chw->ncyx", win, w[:, 0], optimize=True)
-        return _ref_epilogue(r, rest, bias, relu).astype(x.dtype)
-
-    flops = 2 * N * C * OH * OW * KH * KW
-    return Operator(name, (data, weight, *extra), out, flops, reference, _schedule_conv)
+        conv, 2 * N * C * OH * OW * KH * KW, dtype, bias, relu)
 
 
 def _schedule_conv(op: Operator, target: Target) -> Schedule:
@@ -121,17 +121,8 @@ def _schedule_conv(op: Operator, target: Target) -> Schedule:
     """
     out = op.output
     s = create_schedule(out)
-    acc = next(n for n, st in s.stages.items() if not st.is_placeholder and st.op.reduce_axes)
-    for n, st in list(s.stages.items()):
-        if st.is_placeholder or n in (acc, out.name):
-            continue
-        if n == "data_pad":
-            b, c, _, _ = s[n].axis
-            s[n].parallel(s[n].fuse(b, c))
-        else:
-            s[n].compute_inline()
-    if acc == out.name:
-        acc = s.cache_write(out, "local").name
+    parallel_input_transform(s, op)
+    acc = local_accumulator(s, op)
     _, O, _, OW = out.shape
     lanes = max(1, target.lanes(out.dtype))
     owb = largest_divisor(OW, 2 * lanes)

@@ -13,8 +13,10 @@ from .. import te
 from ..errors import ShapeError
 from ..target import Target
 from ..schedule import Schedule, create_schedule
-from .conv import conv_out_size, conv2d_nchw, depthwise_conv2d_nchw, pad_nchw
-from .operator import Operator
+from ..te import Tensor
+from .conv import conv_out_size, conv_parts, conv2d_nchw, depthwise_conv2d_nchw
+from .operator import Operator, Part
+from .pad import pad_nchw, padded_read
 
 
 def _check_block(total: int, block: int, what: str) -> None:
@@ -22,15 +24,11 @@ def _check_block(total: int, block: int, what: str) -> None:
         raise ShapeError(f"{what} block {block} must divide {total}")
 
 
-def _pack_data(data, pad: int, cb: int, name: str = "data_pack"):
+def _pack_data(data: Tensor, pad: int, cb: int, name: str = "data_pack") -> Tensor:
     """``[N, C/cb, H+2p, W+2p, cb]``: padded input with ``cb`` channels innermost."""
     n, c, h, w = data.shape
-    zero = te.const(0, data.dtype)
-    return te.compute(
-        (n, c // cb, h + 2 * pad, w + 2 * pad, cb),
-        lambda b, co, y, x, ci: te.select(te.logical_and(y >= pad, y < h + pad, x >= pad, x < w + pad),
-                                          data[b, co * cb + ci, y - pad, x - pad], zero),
-        name)
+    return te.compute((n, c // cb, h + 2 * pad, w + 2 * pad, cb),
+                      lambda b, co, y, x, ci: padded_read(data, pad, b, co * cb + ci, y, x), name)
 
 
 def _unpack(conv, channels: int, ob: int, name: str):
@@ -71,7 +69,7 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1
         return [x, w.reshape(O // ocb, ocb, C // icb, icb, K, K).transpose(0, 2, 4, 5, 3, 1)]
 
     return Operator(name, (data, wp), out, 2 * N * O * OH * OW * C * K * K, ref, _naive, prepare,
-                    ((N, C, H, W), (O, C, K, K)))
+                    ((N, C, H, W), (O, C, K, K)), parts={Part.PACKED_INPUT: dp, Part.ACCUMULATOR: conv})
 
 
 def packed_blocks(C: int, O: int, lanes: int = 16) -> tuple[int, int]:
@@ -99,13 +97,8 @@ def conv2d_nchwc_packed(N: int, C: int, H: int, W: int, O: int, K: int, stride: 
     OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C // icb, H, W, icb), dtype, "data_packed")
     wp = te.placeholder((O // ocb, C // icb, K, K, icb, ocb), dtype, "weight_packed")
-    if pad:
-        zero = te.const(0, data.dtype)
-        dp = te.compute((N, C // icb, H + 2 * pad, W + 2 * pad, icb), lambda b, co, y, x, ci: te.select(
-            te.logical_and(y >= pad, y < H + pad, x >= pad, x < W + pad), data[b, co, y - pad, x - pad, ci], zero),
-            "data_pad")
-    else:
-        dp = data
+    dp = data if not pad else te.compute((N, C // icb, H + 2 * pad, W + 2 * pad, icb),
+                                         lambda b, co, y, x, ci: padded_read(data, pad, b, co, y, x, ci), "data_pad")
     ico, ici = te.reduce_axis(C // icb, "ico"), te.reduce_axis(icb, "ici")
     kh, kw = te.reduce_axis(K, "kh"), te.reduce_axis(K, "kw")
     out = te.compute((N, O // ocb, OH, OW, ocb), lambda n, oc, y, x, ob: te.sum(
@@ -120,7 +113,7 @@ def conv2d_nchwc_packed(N: int, C: int, H: int, W: int, O: int, K: int, stride: 
         return [_block_nchw(x, icb), w.reshape(O // ocb, ocb, C // icb, icb, K, K).transpose(0, 2, 4, 5, 3, 1)]
 
     return Operator(name, (data, wp), out, 2 * N * O * OH * OW * C * K * K, reference, _naive, prepare,
-                    ((N, C, H, W), (O, C, K, K)))
+                    ((N, C, H, W), (O, C, K, K)), parts=conv_parts(data, dp, out))
 
 
 def conv2d_spatial_pack(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
@@ -144,7 +137,7 @@ def conv2d_spatial_pack(N: int, C: int, H: int, W: int, O: int, K: int, stride: 
         return [x, w.reshape(O // ocb, ocb, C, K, K).transpose(0, 2, 3, 4, 1)]
 
     return Operator(name, (data, wp), out, 2 * N * O * OH * OW * C * K * K, ref, _naive, prepare,
-                    ((N, C, H, W), (O, C, K, K)))
+                    ((N, C, H, W), (O, C, K, K)), parts=conv_parts(data, dp, conv))
 
 
 def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0, cb: int = 16,
@@ -168,7 +161,7 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int =
         return [x, w.reshape(C // cb, cb, K, K).transpose(0, 2, 3, 1)]
 
     return Operator(name, (data, wp), out, 2 * N * C * OH * OW * K * K, ref, _naive, prepare,
-                    ((N, C, H, W), (C, 1, K, K)))
+                    ((N, C, H, W), (C, 1, K, K)), parts={Part.PACKED_INPUT: dp, Part.ACCUMULATOR: conv})
 
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_spatial_pack", "depthwise_conv2d_nchwc", "packed_blocks"]

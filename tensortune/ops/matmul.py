@@ -13,7 +13,8 @@ from ..dtype import DType
 from ..errors import ShapeError
 from ..target import Target
 from ..schedule import Schedule, create_schedule
-from .operator import Operator, largest_divisor
+from .operator import Operator, Part
+from .schedule_helpers import largest_divisor, local_accumulator
 
 
 def _panel(n: int, target: Target, dtype: str) -> int:
@@ -45,14 +46,14 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, r
     acc_name = name if not (bias or relu) else f"{name}_acc"
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), acc_name)
     inputs = [A, B]
-    out = C
+    stages = [C]
     if bias:
         bias_t = te.placeholder((N,), dtype, "bias")
         inputs.append(bias_t)
-        out = te.compute((M, N), lambda i, j: C[i, j] + bias_t[j], f"{name}_bias" if relu else name)
+        stages.append(te.compute((M, N), lambda i, j: C[i, j] + bias_t[j], f"{name}_bias" if relu else name))
     if relu:
-        prev = out
-        out = te.compute((M, N), lambda i, j: te.maximum(prev[i, j], te.const(0, dtype)), name)
+        prev = stages[-1]
+        stages.append(te.compute((M, N), lambda i, j: te.maximum(prev[i, j], te.const(0, dtype)), name))
 
     def reference(a, b, *rest):
         r = a @ (b.T if transpose_b else b)
@@ -62,7 +63,8 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, r
             r = np.maximum(r, 0)
         return r.astype(a.dtype)
 
-    return Operator(name, tuple(inputs), out, 2 * M * N * K, reference, _schedule)
+    return Operator(name, tuple(inputs), stages[-1], 2 * M * N * K, reference, _schedule,
+                    parts={Part.PACKED_WEIGHT: PB, Part.ACCUMULATOR: C}, epilogue=tuple(stages[1:-1]))
 
 
 def dense(batch: int, in_features: int, out_features: int, dtype: str = "float32", bias: bool = True,
@@ -74,23 +76,14 @@ def dense(batch: int, in_features: int, out_features: int, dtype: str = "float32
 def _schedule(op: Operator, target: Target) -> Schedule:
     """Register-blocked, packed, vectorized and parallel: the structure of a BLAS micro-kernel."""
     out = op.output
+    pack = op.part(Part.PACKED_WEIGHT)
     s = create_schedule(out)
-    names = list(s.stages)
-    pack = "B_packed"
-    acc = next(n for n in names if not s.stages[n].is_placeholder and s.stages[n].op.reduce_axes)
     M, N = out.shape
-    bn = s.stages[pack].shape[2]
+    bn = pack.shape[2]
     lanes = max(1, target.lanes(out.dtype))
     vec_regs = max(1, bn // lanes)
     bm = largest_divisor(M, max(1, 24 // vec_regs))  # accumulators: bm x vec_regs registers of 32
-    # inline the epilogue stages into the output, and compute the accumulator per output tile
-    for n in names:
-        st = s.stages[n]
-        if not st.is_placeholder and n not in (acc, pack, out.name):
-            s[n].compute_inline()
-    if acc == out.name:
-        acc_t = s.cache_write(out, "local")
-        acc = acc_t.name
+    acc = local_accumulator(s, op)  # computed per output tile, the epilogue inlined into the output
     i, j = s[out].axis
     io, ii = s[out].split(i, bm)
     jo, ji = s[out].split(j, bn)

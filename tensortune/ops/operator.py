@@ -1,14 +1,30 @@
-"""An operator instance: its tensors, FLOP count, numpy reference and default schedule."""
+"""An operator instance: its tensors (and their roles), FLOP count, numpy reference and default schedule."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from enum import Enum
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 import numpy as np
 
+from ..errors import TensortuneError
 from ..target import Target
 from ..schedule import Schedule
 from ..te import Tensor
+
+
+class OperatorError(TensortuneError, LookupError):
+    """An operator's parts are declared wrongly, or it is asked for a part (a tensor with a role) it lacks."""
+
+
+class Part(Enum):
+    """The role of an intermediate tensor that schedules look up by handle: ``s[op.part(Part.ACCUMULATOR)]``."""
+
+    PADDED_INPUT = "padded input"  # the input zero-padded in its own layout ("data_pad"); absent when pad is 0
+    PACKED_INPUT = "packed input"  # the input padded and repacked into channel blocks ("data_pack")
+    PACKED_WEIGHT = "packed weight"  # weights repacked inside the kernel into panels ("B_packed")
+    ACCUMULATOR = "accumulator"  # the reduction; the output itself when nothing follows it
 
 
 @dataclass(frozen=True)
@@ -29,10 +45,31 @@ class Operator:
     _schedule: Callable[["Operator", Target], Schedule] = field(repr=False)
     prepare_fn: Callable[..., list[np.ndarray]] | None = field(default=None, repr=False)
     canonical_shapes: tuple[tuple[int, ...], ...] | None = None
+    # Both are tensors of the output's graph (so they take no part in equality): the tensors a schedule
+    # needs by role, and the elementwise stages between the accumulator and the output (a bias add
+    # before a ReLU output), which schedules inline into the output.
+    parts: Mapping[Part, Tensor] = field(default_factory=dict, compare=False, repr=False)
+    epilogue: tuple[Tensor, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for role, t in self.parts.items():
+            if not isinstance(role, Part) or not isinstance(t, Tensor):
+                raise OperatorError(f"operator '{self.name}': parts map a Part (such as Part.ACCUMULATOR) to a "
+                                    f"Tensor, got {role!r}: {t!r}")
+        object.__setattr__(self, "parts", MappingProxyType(dict(self.parts)))
+        object.__setattr__(self, "epilogue", tuple(self.epilogue))
 
     @property
     def args(self) -> tuple[Tensor, ...]:
         return self.inputs + (self.output,)
+
+    def part(self, role: Part) -> Tensor:
+        """The tensor with ``role``; an ``OperatorError`` naming the parts there are if there is none."""
+        if role not in self.parts:
+            have = ", ".join(p.value for p in self.parts) or "none"
+            raise OperatorError(f"operator '{self.name}' has no {role.value} (its parts: {have}); "
+                                f"test `{role} in op.parts` before asking for an optional part")
+        return self.parts[role]
 
     def default_schedule(self, target: Target | None = None) -> Schedule:
         """A reasonable hand-written schedule for ``target`` (default: this machine)."""
@@ -74,8 +111,3 @@ def check_output(out: np.ndarray, expected: np.ndarray) -> str | None:
     worst = float(np.max(np.abs(out.astype(np.float64) - expected)))  # nan if any is nan
     return (f"wrong answer: output differs from the numpy reference: max abs error {worst:.3g} "
             f"(allowed {ATOL * scale:.3g} + {RTOL} * |expected|)")
-
-
-def largest_divisor(n: int, limit: int) -> int:
-    """The largest divisor of ``n`` that is at most ``limit``."""
-    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)

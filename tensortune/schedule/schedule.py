@@ -72,7 +72,6 @@ class StageState:
     relations: list[SplitRel | FuseRel] = field(default_factory=list)
     annotations: dict[str, ForKind] = field(default_factory=dict)
     attach: str | AttachAt = ROOT
-    scope: str = "global"
 
     @property
     def is_placeholder(self) -> bool:
@@ -483,7 +482,7 @@ def _apply_cache_write(s: Schedule, step: CacheWrite) -> None:
     cache_t = Tensor(st.shape, st.dtype, cache_op)
     axes, _ = _fresh_axes(op)
     new_op = ComputeOp(st.name, axes, cache_t[tuple(a.var for a in axes)])
-    cst = StageState(name, cache_op, st.shape, st.dtype, False, scope=step.scope)
+    cst = StageState(name, cache_op, st.shape, st.dtype, False)
     cst.reset_axes()
     s._insert_stage(st.name, cst, cache_t)
     st.op = new_op
@@ -503,7 +502,7 @@ def _apply_cache_read(s: Schedule, step: CacheRead) -> None:
     src_t = s.tensors[src.name]
     axes = tuple(IterVar(Var(f"ax{d}"), e) for d, e in enumerate(src.shape))
     cache_t = Tensor(src.shape, src.dtype, ComputeOp(name, axes, src_t[tuple(a.var for a in axes)]))
-    cst = StageState(name, cache_t.op, src.shape, src.dtype, False, scope=step.scope)
+    cst = StageState(name, cache_t.op, src.shape, src.dtype, False)
     cst.reset_axes()
     first = min(step.readers, key=list(s.stages).index)
     s._insert_stage(first, cst, cache_t)

@@ -8,9 +8,11 @@ loops, unrolling and the parallel loops.
 """
 from __future__ import annotations
 
-from ...ops import conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack, depthwise_conv2d_nchwc, packed_blocks
+from ...ops import (Operator, Part, conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack, depthwise_conv2d_nchwc,
+                    packed_blocks)
 from ...ops.conv import conv_out_size
-from ...schedule import create_schedule
+from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
+from ...schedule import Axis, Schedule, StageHandle, create_schedule
 from ..space import SplitEntity
 from ..task import template
 
@@ -36,42 +38,48 @@ def _define_tiles(cfg, channels: int, oh: int, ow: int, block_name: str) -> None
     cfg.add_filter(lambda c: c["tile_ow"].size[-1] * -(-c[block_name].size[-1] // LANES) <= MAX_ACC_REGS)
 
 
-def _schedule(cfg, op, block_name: str, reduce_order: list[int] | None):
+def _tile_output(cfg, out: StageHandle, n: Axis, oo: Axis, oi: Axis, y: Axis, x: Axis,
+                 *lanes: Axis) -> tuple[Axis, Axis]:
+    """Tile the output's rows (``tile_oh``) and columns (``tile_ow``), order its loops as batch, the
+    outer tiles of channels, rows and columns (``reorder_outer``), then the inner rows, the middle
+    columns, ``oi``, the inner columns and ``lanes``, and run the batch fused with one or two outer
+    tiles (``parallel``) in parallel. Returns the middle and the inner column loops."""
+    yo, yi = cfg["tile_oh"].apply(out, y)
+    xo, xm, xi = cfg["tile_ow"].apply(out, x)
+    outer = cfg["reorder_outer"].apply(out, [oo, yo, xo])
+    out.reorder(n, *outer, yi, xm, oi, xi, *lanes)
+    fused = out.fuse(n, outer[0])
+    if cfg["parallel"] == "fuse2":
+        fused = out.fuse(fused, outer[1])
+    out.parallel(fused)
+    return xm, xi
+
+
+def _schedule(cfg, op: Operator, block_name: str, reduce_order: list[int] | None) -> Schedule:
     """Shared schedule of the channel-blocked convolutions (see the module docstring)."""
     s = create_schedule(op.output)
-    out, conv = op.output.name, "conv"
-    for name in ("data_pack", "data_pad"):
-        if name in s.stages:
-            ax = s[name].axis
-            s[name].parallel(s[name].fuse(ax[0], ax[1]))
-    ob = cfg[block_name].size[-1]
-    n, o, y, x = s[out].axis
-    oo, oi = s[out].split(o, ob)
-    yo, yi = cfg["tile_oh"].apply(s[out], y)
-    xo, xm, xi = cfg["tile_ow"].apply(s[out], x)
-    outer = cfg["reorder_outer"].apply(s[out], [oo, yo, xo])
-    s[out].reorder(n, *outer, yi, xm, oi, xi)
-    fused = s[out].fuse(n, outer[0])
-    if cfg["parallel"] == "fuse2":
-        fused = s[out].fuse(fused, outer[1])
-    s[out].parallel(fused)
+    out, conv = s[op.output], s[op.part(Part.ACCUMULATOR)]
+    parallel_input_transform(s, op)
+    n, o, y, x = out.axis
+    oo, oi = out.split(o, cfg[block_name].size[-1])
+    xm, xi = _tile_output(cfg, out, n, oo, oi, y, x)
     if cfg["vectorize_unpack"]:
-        s[out].vectorize(xi)
+        out.vectorize(xi)
     if cfg["unroll_unpack"]:
-        s[out].unroll(oi)
-    s[conv].compute_at(s[out], xm)
-    _, _, _, cx, cb = s[conv].axis
-    red = list(s[conv].reduce_axis)
+        out.unroll(oi)
+    conv.compute_at(out, xm)
+    _, _, _, cx, cb = conv.axis
+    red = list(conv.reduce_axis)
     kw = red[-2] if len(red) == 4 else red[-1]
     if reduce_order is not None:
         outer_red = [red[i] for i in reduce_order]
-        s[conv].reorder(*outer_red, *red[len(reduce_order):], cx, cb)
+        conv.reorder(*outer_red, *red[len(reduce_order):], cx, cb)
     else:
-        s[conv].reorder(*red, cx, cb)
+        conv.reorder(*red, cx, cb)
     if cfg["unroll_kw"]:
-        s[conv].unroll(kw)
-    s[conv].unroll(cx)
-    s[conv].vectorize(cb)
+        conv.unroll(kw)
+    conv.unroll(cx)
+    conv.vectorize(cb)
     return s
 
 
@@ -97,11 +105,12 @@ def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (rc inner, kh, kw)
     op = conv2d_spatial_pack(N, C, H, W, O, K, stride, pad, cfg["tile_oc"].size[-1], dtype)
     s = _schedule(cfg, op, "tile_oc", None)
-    rc, kh, kw = s["conv"].reduce_axis
-    rco, rci = cfg["tile_rc"].apply(s["conv"], rc)
-    inner = cfg["reorder_reduce"].apply(s["conv"], [rci, kh, kw])
-    _, _, _, cx, cb = s["conv"].axis
-    s["conv"].reorder(rco, *inner, cx, cb)
+    conv = s[op.part(Part.ACCUMULATOR)]
+    rc, kh, kw = conv.reduce_axis
+    rco, rci = cfg["tile_rc"].apply(conv, rc)
+    inner = cfg["reorder_reduce"].apply(conv, [rci, kh, kw])
+    _, _, _, cx, cb = conv.axis
+    conv.reorder(rco, *inner, cx, cb)
     return s, op
 
 
@@ -128,31 +137,21 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     cfg.add_filter(lambda c: c["tile_ow"].size[-1] * c["tile_oc"].size[-1] * vectors <= MAX_ACC_REGS)
 
     s = create_schedule(op.output)
-    out = op.output.name
-    acc = s.cache_write(op.output, "local").name
-    if "data_pad" in s.stages:
-        ax = s["data_pad"].axis
-        s["data_pad"].parallel(s["data_pad"].fuse(ax[0], ax[1]))
-    n, oc, y, x, ob = s[out].axis
-    oco, oci = cfg["tile_oc"].apply(s[out], oc)
-    yo, yi = cfg["tile_oh"].apply(s[out], y)
-    xo, xm, xi = cfg["tile_ow"].apply(s[out], x)
-    outer = cfg["reorder_outer"].apply(s[out], [oco, yo, xo])
-    s[out].reorder(n, *outer, yi, xm, oci, xi, ob)
-    fused = s[out].fuse(n, outer[0])
-    if cfg["parallel"] == "fuse2":
-        fused = s[out].fuse(fused, outer[1])
-    s[out].parallel(fused)
-    s[out].vectorize(ob)
-    s[acc].compute_at(s[out], xm)
-    _, coc, _, cx, cb = s[acc].axis
-    ico, kh, kw, ici = s[acc].reduce_axis
-    s[acc].reorder(*cfg["reorder_reduce"].apply(s[acc], [ico, kh, kw]), ici, coc, cx, cb)
+    out, acc = s[op.output], s[local_accumulator(s, op)]
+    parallel_input_transform(s, op)
+    n, oc, y, x, ob = out.axis
+    oco, oci = cfg["tile_oc"].apply(out, oc)
+    xm, _ = _tile_output(cfg, out, n, oco, oci, y, x, ob)
+    out.vectorize(ob)
+    acc.compute_at(out, xm)
+    _, coc, _, cx, cb = acc.axis
+    ico, kh, kw, ici = acc.reduce_axis
+    acc.reorder(*cfg["reorder_reduce"].apply(acc, [ico, kh, kw]), ici, coc, cx, cb)
     if cfg["unroll_kw"]:
-        s[acc].unroll(kw)
-    s[acc].unroll(coc)
-    s[acc].unroll(cx)
-    s[acc].vectorize(cb)
+        acc.unroll(kw)
+    acc.unroll(coc)
+    acc.unroll(cx)
+    acc.vectorize(cb)
     return s, op
 
 

@@ -1,7 +1,8 @@
 """Matmul / dense template for CPUs: packed B panels, a register block, K tiling, parallel tiles."""
 from __future__ import annotations
 
-from ...ops import matmul
+from ...ops import Part, matmul
+from ...ops.schedule_helpers import local_accumulator
 from ...schedule import create_schedule
 from ..task import template
 
@@ -18,15 +19,10 @@ def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: b
     cfg.define_knob("unroll_k", [1, 2, 4])
     cfg.define_knob("parallel", ["outer", "outer_fused", "none"])
     bn = cfg["tile_x"].size[-1]
-    op = matmul(M, N, K, dtype, bias, relu, transpose_b, panel=bn)
+    op = matmul(M, N, K, dtype, bias, relu, transpose_b, target=cfg.target, panel=bn)
     s = create_schedule(op.output)
-    out = op.output
-    acc = next(n for n, st in s.stages.items() if not st.is_placeholder and st.op.reduce_axes)
-    for n, st in list(s.stages.items()):
-        if not st.is_placeholder and n not in (acc, "B_packed", out.name):
-            s[n].compute_inline()
-    if acc == out.name:
-        acc = s.cache_write(out, "local").name
+    out, pack = op.output, op.part(Part.PACKED_WEIGHT)
+    acc = local_accumulator(s, op)
     y, x = s[out].axis
     yo, yt, yi = cfg["tile_y"].apply(s[out], y)
     xo, xt, xi = cfg["tile_x"].apply(s[out], x)
@@ -51,8 +47,8 @@ def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: b
         s[acc].reorder(ko, ki, ai, aj)
     s[acc].unroll(ai)
     s[acc].vectorize(aj)
-    no, _, ni = s["B_packed"].axis
+    no, _, ni = s[pack].axis
     if par != "none":
-        s["B_packed"].parallel(no)
-    s["B_packed"].vectorize(ni)
+        s[pack].parallel(no)
+    s[pack].vectorize(ni)
     return s, op
