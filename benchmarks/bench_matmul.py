@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from common import write_json
+
 OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
@@ -128,8 +130,7 @@ def main() -> None:
     kernels = {d["architecture"] for r in result["threads"].values() for d in r["numpy_blas"]}
     print(f"numpy BLAS kernel: {', '.join(sorted(str(k) for k in kernels))}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

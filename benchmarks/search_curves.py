@@ -3,9 +3,9 @@
 On C1, C2, C5, C6 (ResNet-18 conv2d) and a 512^3 matmul, runs random and GA (2 runs of 1,000
 trials) and the model-based ``xgb`` (rank) and ``xgb-reg`` (3 runs of 300 trials), each with its
 own seed and log. Every run appends to its log under ``--out``, so the benchmark resumes where it
-stopped (run it again with the same arguments). Then it writes a PNG per workload (mean of runs,
-band = min..max), a markdown table of the trials each method needs to reach 90% / 95% of the best
-throughput any method found, and ``--json``.
+stopped (run it again with the same arguments). Then it prints a markdown table of the trials each
+method needs to reach 90% / 95% of the best throughput any method found, writes ``--json``, and last
+a PNG per workload (mean of runs, band = min..max; skipped with a note without matplotlib).
 
 A run's logged best is the luckiest of its timings: among many near-equal configs, more trials draw
 more upward noise. ``--retime`` therefore also builds the config each run would deploy (its logged
@@ -19,13 +19,14 @@ rounds (15 timings of >= 20 ms each, median); the target is judged on those figu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from common import best_curve, pyplot, trials_to_reach, write_json
 
 WORKLOADS = ("resnet18:C6", "matmul:512", "resnet18:C2", "resnet18:C5", "resnet18:C1")
 
@@ -68,28 +69,16 @@ def run_all(workloads, methods, out: Path, batch_size: int) -> None:
                           f"{len(r.history)} trials ({time.time() - t0:.0f} s this run)", flush=True)
 
 
-def curve(log: Path, task, trials: int) -> np.ndarray:
-    """Best GFLOP/s after each trial, in log order (failures count as 0)."""
-    from tensortune.autotvm.record import load_records, task_records
-
-    recs = task_records(load_records(log), task)[:trials]
-    g = np.array([task.flops / r.mean_cost / 1e9 if r.ok else 0.0 for r in recs])
-    return np.maximum.accumulate(g) if len(g) else g
-
-
-def trials_to_reach(c: np.ndarray, level: float) -> int | None:
-    hit = np.nonzero(c >= level)[0]
-    return int(hit[0]) + 1 if len(hit) else None
-
-
-def analyse(workloads, methods, out: Path, plot: bool, retime: bool = False) -> dict:
+def analyse(workloads, methods, out: Path, retime: bool = False) -> tuple[dict, dict]:
+    """The summary of each workload's runs, and their curves ``{workload: {method: [curve per run]}}``."""
     summary: dict = {}
+    all_curves: dict = {}
     for key in workloads:
         task = make_task(key)
         curves = {}
         for m in methods:
             logs = [out / key.replace(":", "_") / f"{m.name}_seed{s}.json" for s in range(m.runs)]
-            cs = [curve(log, task, m.trials) for log in logs if log.exists()]
+            cs = [best_curve(log, task, m.trials) for log in logs if log.exists()]
             cs = [c for c in cs if len(c)]
             if cs:
                 curves[m.name] = cs
@@ -115,9 +104,8 @@ def analyse(workloads, methods, out: Path, plot: bool, retime: bool = False) -> 
             hits = [trials_to_reach(c, target) for c in curves["xgb"]]
             row["xgb_trials_to_random_final"] = hits
         summary[key] = row
-        if plot:
-            _plot(key, curves, out / f"{key.replace(':', '_')}.png")
-    return summary
+        all_curves[key] = curves
+    return summary, all_curves
 
 
 def retimed_bests(key: str, task, methods, out: Path, checkpoints=(300,), rounds: int = 5) -> dict:
@@ -129,7 +117,7 @@ def retimed_bests(key: str, task, methods, out: Path, checkpoints=(300,), rounds
     """
     from tensortune.autotvm.record import load_records, task_records
     from tensortune.build import build
-    from tensortune.peers import check_output
+    from tensortune.ops.operator import check_output
 
     chosen: dict[str, list[int]] = {}
     for m in methods:
@@ -185,12 +173,16 @@ def model_quality(log: Path, task, train_frac: float = 0.5) -> dict | None:
     return out
 
 
-def _plot(key: str, curves: dict, path: Path) -> None:
-    import matplotlib
+def plot(all_curves: dict, out: Path) -> None:
+    """One PNG of tuning curves per workload under ``out`` (none, after a note, without matplotlib)."""
+    plt = pyplot() if all_curves else None
+    if plt is None:
+        return
+    for key, curves in all_curves.items():
+        _plot(plt, key, curves, out / f"{key.replace(':', '_')}.png")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def _plot(plt, key: str, curves: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, cs in curves.items():
         n = min(len(c) for c in cs)
@@ -234,7 +226,7 @@ def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     if not args.analyse_only:
         run_all(workloads, methods, out, args.batch_size)
-    summary = analyse(workloads, methods, out, plot=True, retime=args.retime)
+    summary, curves = analyse(workloads, methods, out, retime=args.retime)
     print(markdown(summary))
     for key, row in summary.items():
         if "model_quality" in row:
@@ -244,8 +236,8 @@ def main() -> None:
         if "retimed" in row:
             print(f"{key}: deployed configs timed again (GFLOP/s per run): {row['retimed']}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=2)
+        write_json(args.json, summary)
+    plot(curves, out)  # last: a missing plotting library must not lose the results
 
 
 if __name__ == "__main__":

@@ -17,18 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def best_curve(log: Path, task) -> np.ndarray:
-    from tensortune.autotvm.record import load_records, task_records
-
-    recs = task_records(load_records(log), task)
-    g = np.array([task.flops / r.mean_cost / 1e9 if r.ok else 0.0 for r in recs])
-    return np.maximum.accumulate(g) if len(g) else g
-
-
-def first_reach(curve: np.ndarray, level: float) -> int | None:
-    hit = np.nonzero(curve >= level)[0]
-    return int(hit[0]) + 1 if len(hit) else None
+from common import best_curve, trials_to_reach, write_json
 
 
 def main() -> None:
@@ -53,8 +42,7 @@ def main() -> None:
     summary = summarise(rows)
     print(markdown(rows, summary))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"trials": trials, "seeds": args.seeds, "rows": rows, **summary}, f, indent=2)
+        write_json(args.json, {"trials": trials, "seeds": args.seeds, "rows": rows, **summary})
 
 
 def run_seed(names, trials, out: Path, seed: int, batch_size: int, measure) -> list[dict]:
@@ -79,7 +67,7 @@ def run_seed(names, trials, out: Path, seed: int, batch_size: int, measure) -> l
         level = 0.9 * cp[-1]
         row = {"workload": name, "seed": seed, "history_records": len(history),
                "plain_best": round(float(cp[-1]), 1), "transfer_best": round(float(ct[-1]), 1),
-               "plain_trials_to_90": first_reach(cp, level), "transfer_trials_to_90": first_reach(ct, level)}
+               "plain_trials_to_90": trials_to_reach(cp, level), "transfer_trials_to_90": trials_to_reach(ct, level)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows

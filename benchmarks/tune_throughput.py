@@ -18,11 +18,12 @@ Reference point: TVM MetaSchedule needs about 1.1 s per trial on this machine (a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
+
+from common import write_json
 
 METASCHEDULE_S_PER_TRIAL = 1.1  # TVM MetaSchedule on this machine, seconds per trial
 
@@ -101,9 +102,7 @@ def main() -> None:
           f"{figures['features_parallel_s']:.2f} s in {figures['feature_jobs']} worker processes; "
           f"measuring one batch of {args.batch_size}: {figures['batch_s']:.2f} s")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
-            f.write("\n")
+        write_json(args.json, figures)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ least ``--min-repeat-ms`` each, median), on 1 and on 2 threads:
   - *packed*: NCHW16c input and output, as the kernel runs inside a compiled network whose tensors
     stay blocked between layers; the transforms are outside the timed region (``conv2d_nchwc_packed``).
   Weights are packed once, outside the timed region, in both views (they are constants of a model).
-* peers (``tensortune.peers``, in a child process): PyTorch ``conv2d`` in NCHW and channels-last,
+* peers (``tensortune.benchmarking.peers``, in a child process): PyTorch ``conv2d`` in NCHW and channels-last,
   onnxruntime on a one-node ONNX model, ``numpy.matmul`` (OpenBLAS overrides unset) and ``torch.matmul``.
 
 It prints a markdown table (GFLOP/s, percent of the FMA peak, ratio tensortune / best peer) with the
-geometric means, writes a bar chart (``--png``) and ``--json``; ``--benchmarks-md`` replaces the
-section between ``<!-- vs_libraries:begin -->`` and ``<!-- vs_libraries:end -->`` of that file.
+geometric means, writes ``--json``, replaces the section between ``<!-- vs_libraries:begin -->`` and
+``<!-- vs_libraries:end -->`` of the ``--benchmarks-md`` file, and last draws a bar chart (``--png``;
+skipped with a note when matplotlib is missing).
 
     python benchmarks/vs_libraries.py                          # default trials: about an hour here
     python benchmarks/vs_libraries.py --trials 300 --history --json results/vs_libraries.json
@@ -31,6 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from common import pyplot, write_json
 
 CONVS = tuple(f"resnet18:C{i}" for i in range(1, 13))
 MATMULS = ("matmul:512", "matmul:1024", "matmul:2048")
@@ -77,7 +80,8 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float) -
     """One row per (workload, threads): GFLOP/s of each tensortune view and each peer."""
     from tensortune.autotvm.record import load_records, pick_best
     from tensortune.build import build
-    from tensortune.peers import time_module, time_peers
+    from tensortune.benchmarking.compare import time_module
+    from tensortune.benchmarking.peers import time_peers
 
     rows = []
     for key in keys:
@@ -174,11 +178,11 @@ def markdown(rows: list[dict], summary: dict, peak_per_core: float, command: str
 
 
 def plot(rows: list[dict], threads: int, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """A bar chart of the GFLOP/s of every kernel on ``threads`` threads (none, after a note, without matplotlib)."""
+    plt = pyplot()
+    if plt is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
     rows = [r for r in rows if r["threads"] == threads]
     series = ["tensortune_nchw", "tensortune_packed", "tensortune_matmul", *PEERS]
     series = [s for s in series if any(s in r["gflops"] for r in rows)]
@@ -240,15 +244,12 @@ def main() -> None:
     command = "python benchmarks/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     text = markdown(rows, summary, args.peak_per_core, command)
     print(text)
-    if args.png:
-        Path(args.png).parent.mkdir(parents=True, exist_ok=True)
-        plot(rows, max(args.threads), Path(args.png))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "summary": {str(k): v for k, v in summary.items()}, "trials": trials}, f,
-                      indent=2)
+        write_json(args.json, {"rows": rows, "summary": {str(k): v for k, v in summary.items()}, "trials": trials})
     if args.benchmarks_md:
         update_section(Path(args.benchmarks_md), text)
+    if args.png:  # last: a missing plotting library must not lose the results
+        plot(rows, max(args.threads), Path(args.png))
     if any(r["errors"].get(f"tensortune_{v}") for r in rows for v in ("nchw", "packed", "matmul")):
         raise SystemExit("some tuned kernel gave a wrong answer (see the errors above)")
 

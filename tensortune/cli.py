@@ -19,13 +19,15 @@ import sys
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
-
-from . import __version__, workloads
+from . import __version__
 from .errors import TensortuneError
+
+if TYPE_CHECKING:
+    from .autotvm.catalog import WorkloadCatalog
+    from .autotvm.record import BestRecord
+    from .autotvm.task import Task
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 MIN_REPEAT_MS = 20.0  # each timed repeat of ``bench`` lasts at least this long
@@ -90,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--shape", nargs="+", metavar="NAME=VALUE", help="shape parameters, e.g. M=512 N=512 K=512")
     t.add_argument("--workload", metavar="TABLE:NAME", help="a shipped workload, e.g. resnet18:C6 or mobilenet:D3")
     t.add_argument("--template", help="schedule template (default: the operator's default template)")
-    t.add_argument("--tuner", choices=list(TUNERS), default="random", help="search strategy (default: random)")
+    t.add_argument("--tuner", choices=list(TUNERS), default="xgb",
+                   help="search strategy (default: xgb, the learned cost model; random: the model-free baseline)")
     t.add_argument("--trials", type=_positive, default=64, help="trials in total, the log's included (default 64)")
     t.add_argument("--log", required=True, metavar="FILE", help="tuning log (JSON lines); appended to, resumed from")
     t.add_argument("--threads", type=_positive, help="threads of each measured kernel (default: all usable cores)")
@@ -164,6 +167,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 # ------------------------------------------------------------------------------------------- tune
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from .autotvm.catalog import WorkloadCatalog
     from .autotvm.measure import MeasureOptions, Measurer, RunOptions
     from .autotvm.tune import tune
 
@@ -190,7 +194,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     failures = Counter(t.error_kind.name for t in result.history if t.gflops <= 0)
     cfg = result.best_config
     summary = {
-        "task": str(task), "workload": _workload_name(task), "workload_key": task.workload_key,
+        "task": str(task), "workload": WorkloadCatalog().name_of(task), "workload_key": task.workload_key,
         "template": task.name, "target": str(task.target), "tuner": args.tuner,
         "best_gflops": result.best_gflops, "best_time_s": task.flops / (result.best_gflops * 1e9) if cfg else None,
         "best_config_index": result.best_index, "best_config": cfg.to_json() if cfg else None,
@@ -209,7 +213,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _task_from_args(args: argparse.Namespace):
+def _task_from_args(args: argparse.Namespace) -> Task:
     from .autotvm.catalog import OPERATORS, create_task, task_from_workload
 
     if args.workload is not None:
@@ -267,111 +271,57 @@ def _print_tune_summary(s: dict) -> None:
 
 # ------------------------------------------------------------------------------------------- reading logs
 
-@dataclass(frozen=True)
-class _Best:
-    """The best record of one workload of a log, with the task it rebuilds."""
-
-    task: Any  # tensortune.autotvm.task.Task
-    record: Any  # tensortune.autotvm.record.Record
-    n_records: int
-    n_ok: int
-
-    @property
-    def gflops(self) -> float:
-        return self.task.flops / self.record.mean_cost / 1e9
-
-
-def _best_records(path: str, select: str | None = None) -> list[_Best]:
-    """The best record of each workload (and target) in the log at ``path``; raises ``CLIError`` if none."""
-    from .autotvm.record import RecordWarning, load_records, pick_best, task_records
+def _best_records(path: str, select: str | None, catalog: WorkloadCatalog) -> list[BestRecord]:
+    """The best record of each workload (and target) in the log at ``path``, those ``select`` names if given."""
+    from .autotvm.record import SkippedLineWarning, best_records
 
     if not os.path.exists(path):
         raise CLIError(f"no such log file: {path}")
     if os.path.isdir(path):
         raise CLIError(f"{path} is a directory, not a tuning log")
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RecordWarning)
-        records = load_records(path)
-    _report_skipped(path, caught)
-    if not records:
-        raise CLIError(f"{path} holds no tuning records; create one with 'tensortune tune ... --log {path}'")
-    groups: dict[tuple[str, str], list] = {}
-    for r in records:
-        groups.setdefault((r.workload, r.target), []).append(r)
-    out = []
-    for (key, target), recs in groups.items():
+        warnings.simplefilter("always", SkippedLineWarning)
         try:
-            task = recs[0].task()
-        except KeyError as e:  # a template this version does not have
-            warnings.warn(f"skipping workload {key}: {e.args[0]}")
-            continue
-        usable = task_records(recs, task)  # drops (with a warning) records the template no longer matches
-        best = pick_best(usable, target, key).get(key)
-        if best is not None:
-            out.append(_Best(task, best, len(recs), sum(r.ok for r in recs)))
-    if not out:
-        raise CLIError(f"{path} has {len(records)} records but none of a successful measurement")
+            bests = best_records(path)
+        finally:
+            _report_warnings(path, caught)
     if select is not None:
-        chosen = [b for b in out if _selected(b.task, select)]
+        chosen = [b for b in bests if catalog.matches(b.task, select)]
         if not chosen:
-            raise CLIError(f"{path} has no workload '{select}'; it has: " + "; ".join(_label(b.task) for b in out))
-        out = chosen
-    return out
+            have = "; ".join(catalog.label(b.task) for b in bests)
+            raise CLIError(f"{path} has no workload '{select}'; it has: {have}")
+        bests = chosen
+    return bests
 
 
-def _report_skipped(path: str, caught: list) -> None:
-    """At most three skipped-line warnings, then a count (a wrong file would otherwise print one per line)."""
-    for w in caught[:3]:
+def _report_warnings(path: str, caught: list[warnings.WarningMessage]) -> None:
+    """The warnings of reading a log, but at most three skipped lines, then a count (a wrong file would
+    otherwise print one per line)."""
+    from .autotvm.record import SkippedLineWarning
+
+    lines = [w for w in caught if issubclass(w.category, SkippedLineWarning)]
+    for w in lines[:3]:
         _show_warning(w.message, w.category, w.filename, w.lineno)
-    if len(caught) > 3:
-        _show_warning(f"{path}: {len(caught) - 3} more lines skipped", UserWarning, "", 0)
-
-
-def _selected(task, select: str) -> bool:
-    return select in (task.workload_key, str(task), _workload_name(task))
-
-
-def _operator_of(template: str) -> str | None:
-    from .autotvm.catalog import operator_of
-
-    return operator_of(template)
-
-
-def _workload_name(task) -> str | None:
-    """The shipped workload (``resnet18:C6``) with the task's operator and shape, if any."""
-    return _workload_names().get((_operator_of(task.name), tuple(task.args)))
-
-
-def _label(task) -> str:
-    name = _workload_name(task)
-    return f"{name} {task}" if name else str(task)
-
-
-_WORKLOAD_NAMES: dict[tuple[str | None, tuple], str] = {}
-
-
-def _workload_names() -> dict[tuple[str | None, tuple], str]:
-    from .autotvm.catalog import task_from_workload
-
-    if not _WORKLOAD_NAMES:
-        for table in workloads.TABLES:
-            for row in workloads.load(table):
-                task = task_from_workload(f"{table}:{row}")
-                _WORKLOAD_NAMES.setdefault((_operator_of(task.name), tuple(task.args)), f"{table}:{row}")
-    return _WORKLOAD_NAMES
+    if len(lines) > 3:
+        _show_warning(f"{path}: {len(lines) - 3} more lines skipped", UserWarning, "", 0)
+    for w in caught:
+        if not issubclass(w.category, SkippedLineWarning):
+            _show_warning(w.message, w.category, w.filename, w.lineno)
 
 
 # ------------------------------------------------------------------------------------------- best, show
 
 def cmd_best(args: argparse.Namespace) -> int:
-    bests = _best_records(args.log, args.workload)
+    from .autotvm.catalog import WorkloadCatalog
+
+    catalog = WorkloadCatalog()
     rows = [{
-        "workload": _workload_name(b.task), "task": str(b.task), "workload_key": b.record.workload,
+        "workload": catalog.name_of(b.task), "task": str(b.task), "workload_key": b.record.workload,
         "template": b.record.template, "args": list(b.record.args), "target": b.record.target,
         "gflops": b.gflops, "time_s": b.record.mean_cost, "costs": list(b.record.costs),
         "config_index": b.record.config_index, "config": b.record.config,
         "records": b.n_records, "ok_records": b.n_ok, "version": b.record.version,
-    } for b in bests]
+    } for b in _best_records(args.log, args.workload, catalog)]
     if args.json:
         print(json.dumps({"log": args.log, "best": rows}))
         return EXIT_OK
@@ -388,15 +338,18 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .autotvm.catalog import WorkloadCatalog
     from .codegen import codegen_c
     from .lower import lower
 
-    for i, b in enumerate(_best_records(args.log, args.workload)):
+    catalog = WorkloadCatalog()
+    for i, b in enumerate(_best_records(args.log, args.workload, catalog)):
         sch, op = b.task.instantiate(b.record.config_index)
         func = lower(sch, list(op.args))
         if i:
             print()
-        print(f"// {_label(b.task)}: config #{b.record.config_index}, {b.gflops:.2f} GFLOP/s on {b.record.target}")
+        print(f"// {catalog.label(b.task)}: config #{b.record.config_index}, {b.gflops:.2f} GFLOP/s on "
+              f"{b.record.target}")
         print(f"// {_fmt_config(b.record.config)}")
         print("// ---- loop IR ----")
         print(str(func))
@@ -408,40 +361,22 @@ def cmd_show(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------- bench
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .build import build
+    from .autotvm.catalog import WorkloadCatalog
+    from .benchmarking.compare import compare_kernels
     from .env import settings
-    from .peers import plain_operator, time_module, time_peers
 
     threads = args.threads or settings().num_threads
-    bests = _best_records(args.log, args.workload)
+    catalog = WorkloadCatalog()
     report: dict[str, Any] = {"log": args.log, "threads": threads, "repeat": args.repeat,
                               "min_repeat_ms": MIN_REPEAT_MS, "workloads": []}
     status = EXIT_OK
-    for b in bests:
-        task, idx = b.task, b.record.config_index
-        canonical = task.make_inputs(seed=0)
-        expected = np.asarray(task.reference(canonical))
-        entry: dict[str, Any] = {"workload": _workload_name(task), "task": str(task), "config_index": idx,
-                                 "flops": task.flops, "kernels": {}}
-        report["workloads"].append(entry)
-        sch, op = task.instantiate(idx)
-        tuned = build(sch, list(op.args), task.target)
-        timed = time_module(tuned, task.kernel_inputs(idx, canonical), op, expected, threads, args.repeat,
-                            MIN_REPEAT_MS)
-        entry["kernels"]["tensortune"] = timed
-        if "error" in timed:  # never report a wrong kernel's speed
+    for b in _best_records(args.log, args.workload, catalog):
+        kernels = compare_kernels(b.task, b.record.config_index, threads, args.repeat, MIN_REPEAT_MS)
+        report["workloads"].append({"workload": catalog.name_of(b.task), "task": str(b.task),
+                                    "config_index": b.record.config_index, "flops": b.task.flops,
+                                    "kernels": kernels})
+        if "error" in kernels["tensortune"]:
             status = EXIT_FAILED
-            continue
-        base = plain_operator(task)
-        base_mod = build(base.default_schedule(task.target), list(base.args), task.target)
-        entry["kernels"]["tensortune_default"] = time_module(base_mod, base.prepare(*canonical), base,
-                                                             np.asarray(base.reference(*canonical)), threads,
-                                                             args.repeat, MIN_REPEAT_MS)
-        entry["kernels"].update(time_peers(task, threads, args.repeat, MIN_REPEAT_MS))
-        for k in entry["kernels"].values():
-            if "median_s" in k:
-                k["gflops"] = task.flops / k["median_s"] / 1e9
-                k["tuned_speedup"] = k["median_s"] / timed["median_s"]
     if args.json:
         print(json.dumps(report))
     else:

@@ -1,4 +1,5 @@
-"""Shared test helpers: lowering with the IR verifier after every pass, and build-and-compare with numpy."""
+"""Shared test helpers: lowering with the IR verifier after every pass, build-and-compare with numpy, and
+the ``--update-golden`` option that rewrites the golden files of ``test_golden.py``."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -11,6 +12,17 @@ from tensortune.ir import PrimFunc
 from tensortune.lower import PASSES
 from tensortune.schedule import Schedule
 from tensortune.te import Tensor
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/ from the current output instead of comparing with it")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    """Whether ``--update-golden`` was given: golden tests then write their files instead of comparing."""
+    return request.config.getoption("--update-golden")
 
 
 def lower_checked(sch: Schedule, args: Sequence[Tensor] | None = None, name: str = "kernel") -> PrimFunc:

@@ -5,11 +5,13 @@ One tiny matmul is really tuned (compiled and measured) and its log is shared by
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +19,9 @@ import pytest
 from tensortune import cli
 from tensortune.autotvm.record import load_records
 from tensortune.autotvm.task import Task
-from tensortune.autotvm.catalog import create_task, task_from_workload
-from tensortune.peers import check_output, time_peers
+from tensortune.autotvm.catalog import WorkloadCatalog, create_task, task_from_workload
+from tensortune.benchmarking.peers import time_peers
+from tensortune.ops.operator import check_output
 
 MATMUL = ["tune", "matmul", "--shape", "M=32", "N=32", "K=32", "--tuner", "random", "--quiet", "--seed", "1"]
 
@@ -201,11 +204,37 @@ def test_conv2d_shape_and_workload_name_the_same_task():
                                           "stride=1", "pad=1", "--log", "x"])
     task = cli._task_from_args(args)
     assert task.workload_key == task_from_workload("resnet18:C6").workload_key
-    assert cli._workload_name(task) == "resnet18:C6"
+    catalog = WorkloadCatalog()
+    assert catalog.name_of(task) == "resnet18:C6"
+    assert catalog.label(task) == f"resnet18:C6 {task}"
+    assert catalog.matches(task, "resnet18:C6") and catalog.matches(task, task.workload_key)
+    assert not catalog.matches(task, "resnet18:C5")
     args = cli.build_parser().parse_args(["tune", "--workload", "mobilenet:D3", "--template",
                                           "depthwise_conv2d_nchwc", "--log", "x"])
-    assert cli._workload_name(cli._task_from_args(args)) == "mobilenet:D3"
-    assert cli._workload_name(create_task("matmul", {"M": 8, "N": 8, "K": 8})) is None
+    assert catalog.name_of(cli._task_from_args(args)) == "mobilenet:D3"
+    matmul = create_task("matmul", {"M": 8, "N": 8, "K": 8})
+    assert catalog.name_of(matmul) is None and catalog.label(matmul) == str(matmul)
+
+
+def test_tune_defaults_to_the_xgb_tuner():
+    args = cli.build_parser().parse_args(["tune", "matmul", "--shape", "M=8", "N=8", "K=8", "--log", "x"])
+    assert args.tuner == "xgb"
+
+
+def test_only_the_cli_imports_the_benchmarking_package():
+    """The compiler and the tuner never depend on the peer libraries' harness."""
+    package = Path(cli.__file__).parent
+    for path in package.rglob("*.py"):
+        if path.name == "cli.py" and path.parent == package or "benchmarking" in path.relative_to(package).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any("benchmarking" in n.split(".") for n in names), f"{path} imports tensortune.benchmarking"
 
 
 def test_python_dash_m_runs_the_cli(tuned):

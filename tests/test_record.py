@@ -14,8 +14,9 @@ import pytest
 
 import tensortune as tt
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
-from tensortune.autotvm.record import (RECORD_VERSION, Record, RecordWarning, append_records, apply_best,
-                                       build_best, load_records, pick_best, task_records)
+from tensortune.autotvm.record import (RECORD_VERSION, LogError, Record, RecordWarning, SkippedLineWarning,
+                                       append_records, apply_best, best_records, build_best, load_records,
+                                       pick_best, task_records)
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import matmul_template
 from tensortune.target import ISA, Target
@@ -284,3 +285,38 @@ def test_records_whose_config_no_longer_matches_the_space_are_ignored_as_stale(t
         sch, _ = apply_best(log, t)
     expected, op = t.instantiate(10)
     assert str(tt.lower(sch, list(op.args))) == str(tt.lower(expected, list(op.args)))
+
+
+def test_best_records_one_per_workload_and_target_with_counts(tmp_path):
+    log = tmp_path / "log.jsonl"
+    a, b, a_other = task(32), task(64), task(32, OTHER)
+    append_records(log, pairs(a, [(1, ok(3.0)), (2, ok(1.0)), (3, failed())]))
+    append_records(log, pairs(b, [(4, failed()), (5, ok(2.0))]))
+    append_records(log, pairs(a_other, [(6, ok(0.5))]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bests = best_records(log)
+    assert [(x.task, x.record.config_index, x.n_records, x.n_ok) for x in bests] == [
+        (a, 2, 3, 2), (b, 5, 2, 1), (a_other, 6, 1, 1)]
+    assert bests[0].gflops == pytest.approx(a.flops / bests[0].record.mean_cost / 1e9)
+
+
+def test_best_records_errors_and_warnings(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("not json\n")
+    with pytest.warns(SkippedLineWarning), pytest.raises(LogError, match="holds no tuning records"):
+        best_records(empty)
+    failures = tmp_path / "failures.jsonl"
+    append_records(failures, pairs(task(32), [(1, failed()), (2, failed(ErrorKind.RUN_TIMEOUT))]))
+    with pytest.raises(LogError, match="has 2 records but none of a successful measurement"):
+        best_records(failures)
+    unknown = tmp_path / "unknown.jsonl"
+    append_records(unknown, pairs(task(32), [(1, ok(1.0))]))
+    line = json.loads(unknown.read_text())
+    line["template"] = "matmul_from_the_future"
+    line["workload"] = "[\"matmul_from_the_future\",[32,32,32]]"
+    with open(unknown, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    with pytest.warns(RecordWarning, match="skipping workload .*matmul_from_the_future"):
+        (only,) = best_records(unknown)
+    assert only.task == task(32)

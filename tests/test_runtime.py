@@ -22,6 +22,7 @@ from tensortune.runtime import (
     find_compiler,
     load_library,
 )
+from tensortune.runtime.timer import MAX_CALIBRATIONS, time_repeats
 from tensortune.target import ISA, Target, TargetError, TargetKind
 
 ADD_ONE = r"""
@@ -370,6 +371,33 @@ def test_min_repeat_ms_scales_number():
     per_repeat = (calls(mod) - before) / 2  # upper bound: includes warm-up and calibration calls
     assert per_repeat > 10
     assert len(result.results) == 2 and result.mean > 0
+
+
+class FakeClock:
+    """``run(count)`` of a callable that takes ``per_call`` seconds; remembers each count it was asked for."""
+
+    def __init__(self, per_call: float):
+        self.per_call = per_call
+        self.counts: list[int] = []
+
+    def __call__(self, count: int) -> float:
+        self.counts.append(count)
+        return count * self.per_call
+
+
+def test_time_repeats_warms_up_then_times_number_calls_without_min_repeat_ms():
+    clock = FakeClock(1e-3)
+    assert time_repeats(clock, number=5, repeat=3) == pytest.approx([1e-3] * 3)
+    assert clock.counts == [1, 5, 5, 5]  # warm-up, no calibration
+
+
+def test_time_repeats_raises_the_count_until_a_repeat_lasts_min_repeat_ms():
+    clock = FakeClock(1e-4)  # 0.1 ms per call: 200 calls make 20 ms
+    assert time_repeats(clock, number=1, repeat=2, min_repeat_ms=20.0) == pytest.approx([1e-4] * 2)
+    assert clock.counts == [1, 1, 201, 201, 201]  # warm-up, calibration (1 call: too short; 201: long enough)
+    instant = FakeClock(0.0)  # never long enough: calibration gives up after MAX_CALIBRATIONS tries
+    time_repeats(instant, number=1, repeat=1, min_repeat_ms=1.0)
+    assert len(instant.counts) == 1 + MAX_CALIBRATIONS + 1
 
 
 def test_timing_result_statistics():

@@ -65,3 +65,42 @@ def task_from_workload(key: str, template: str | None = None, target: Target | N
         return create_task("conv2d", shape, template, target)
     shape = {"C": row["c"], "H": row["h"], "W": row["w"], "K": row["k"], "stride": row["stride"], "pad": row["pad"]}
     return create_task("depthwise_conv2d", shape, template, target)
+
+
+class WorkloadCatalog:
+    """The shipped workloads, looked up backwards: which one (``resnet18:C6``) has a task's operator and shape.
+
+    The tables are read on the first lookup and kept by this object; make one where names are needed
+    (a command, a report) and drop it with its user. Any template of an operator matches, and so does
+    any target: a workload is an operator and a shape.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[tuple[str | None, tuple], str] | None = None
+
+    def name_of(self, task: Task) -> str | None:
+        """The shipped workload with the task's operator and shape (first table wins), or None."""
+        return self._by_shape().get(_shape_key(task))
+
+    def label(self, task: Task) -> str:
+        """``resnet18:C6 conv2d_nchw_spatial_pack(...)``, or just the task when no workload matches."""
+        name = self.name_of(task)
+        return f"{name} {task}" if name else str(task)
+
+    def matches(self, task: Task, key: str) -> bool:
+        """Whether ``key`` names the task: its workload key, ``str(task)`` or its shipped workload name."""
+        return key in (task.workload_key, str(task), self.name_of(task))
+
+    def _by_shape(self) -> dict[tuple[str | None, tuple], str]:
+        if self._names is None:
+            names: dict[tuple[str | None, tuple], str] = {}
+            for table in workloads.TABLES:
+                for row in workloads.load(table):
+                    key = f"{table}:{row}"
+                    names.setdefault(_shape_key(task_from_workload(key)), key)
+            self._names = names
+        return self._names
+
+
+def _shape_key(task: Task) -> tuple[str | None, tuple]:
+    return operator_of(task.name), tuple(task.args)

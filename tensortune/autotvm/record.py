@@ -3,7 +3,7 @@
 Each line holds everything needed to replay the measurement's config: format version, target, workload
 key, template name and arguments, config index and its knob values, timings and error kind, and the
 tensortune version that measured it. ``load_records`` never raises on bad content: a corrupt line is
-skipped with a ``RecordWarning`` naming the file and line.
+skipped with a ``SkippedLineWarning`` naming the file and line.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .. import __version__
+from ..errors import TensortuneError
 from ..runtime import Module
 from ..target import Target
 from ..schedule import Schedule
@@ -29,7 +30,15 @@ PathLike = str | os.PathLike
 
 
 class RecordWarning(UserWarning):
-    """A log line was skipped (corrupt, truncated, unknown version) or a log has nothing for a task."""
+    """Part of a log was left out (a corrupt line, a stale record, an unknown template) or it has nothing for a task."""
+
+
+class SkippedLineWarning(RecordWarning):
+    """One log line was skipped: corrupt, truncated, or of an unknown format version."""
+
+
+class LogError(TensortuneError, ValueError):
+    """A tuning log cannot be used: it holds no records, or none of a successful measurement."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +200,7 @@ def load_records(path: PathLike) -> list[Record]:
 
 
 def _skip(path: PathLike, lineno: int, reason: str) -> None:
-    warnings.warn(f"{path}:{lineno}: skipping corrupt record ({reason})", RecordWarning, stacklevel=3)
+    warnings.warn(f"{path}:{lineno}: skipping corrupt record ({reason})", SkippedLineWarning, stacklevel=3)
 
 
 def _records(path_or_records: PathLike | Sequence[Record]) -> Sequence[Record]:
@@ -215,6 +224,47 @@ def pick_best(path_or_records: PathLike | Sequence[Record], target: Target | str
         if cur is None or r.mean_cost < cur.mean_cost:
             best[r.workload] = r
     return best
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """The fastest successful record of one workload and target in a log, with the task it rebuilds."""
+
+    task: Task
+    record: Record
+    n_records: int  # records of this workload and target in the log
+    n_ok: int  # ... of which measured successfully
+
+    @property
+    def gflops(self) -> float:
+        return self.task.flops / self.record.mean_cost / 1e9
+
+
+def best_records(path: PathLike) -> list[BestRecord]:
+    """The best record of each (workload, target) in the log at ``path``, in order of first appearance.
+
+    Corrupt lines, workloads of templates this version lacks, and stale records are left out with a
+    ``RecordWarning``. Raises ``LogError`` when the log holds no records or none successful.
+    """
+    records = load_records(path)
+    if not records:
+        raise LogError(f"{path} holds no tuning records; create one with 'tensortune tune ... --log {path}'")
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((r.workload, r.target), []).append(r)
+    out = []
+    for (key, target), recs in groups.items():
+        try:
+            task = recs[0].task()
+        except KeyError as e:  # a template this version does not have
+            warnings.warn(f"skipping workload {key}: {e.args[0]}", RecordWarning, stacklevel=2)
+            continue
+        best = pick_best(task_records(recs, task), target, key).get(key)
+        if best is not None:
+            out.append(BestRecord(task, best, len(recs), sum(r.ok for r in recs)))
+    if not out:
+        raise LogError(f"{path} has {len(records)} records but none of a successful measurement")
+    return out
 
 
 def task_records(records: Iterable[Record], task: Task) -> list[Record]:

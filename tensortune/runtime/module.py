@@ -18,10 +18,9 @@ from ..dtype import DType
 from ..env import settings
 from ..errors import ArgumentError, TensortuneError
 from .compiler import load_library
-from .timer import timer_functions
+from .timer import time_repeats, timer_functions
 
 ALIGNMENT = 64  # bytes; one cache line and one AVX-512 register
-MAX_CALIBRATIONS = 5
 
 
 class KernelRuntimeError(TensortuneError, RuntimeError):
@@ -115,7 +114,7 @@ class Module:
 
         After one warm-up call, each of ``repeat`` measurements runs the kernel ``number`` times and
         records the mean. If ``min_repeat_ms`` > 0, ``number`` is first raised until one measurement
-        takes at least that long (at most MAX_CALIBRATIONS tries).
+        takes at least that long (at most ``timer.MAX_CALIBRATIONS`` tries; see ``timer.time_repeats``).
         """
         if number < 1 or repeat < 1 or min_repeat_ms < 0:
             raise ArgumentError(
@@ -126,23 +125,16 @@ class Module:
         time_calls, last_error = timer_functions()
         function = ctypes.cast(self._func, ctypes.c_void_p)
 
-        def run(pointers: ctypes.Array, count: int) -> float:
-            seconds = time_calls(function, pointers, threads, count)
-            if seconds < 0:
-                raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {last_error()} while timed")
-            return seconds
-
         def evaluate(*arrays: np.ndarray) -> TimingResult:
             pointers = self._pointers(arrays)
-            run(pointers, 1)  # warm-up: caches, page faults, OpenMP thread pool start
-            count = number
-            for _ in range(MAX_CALIBRATIONS if min_repeat_ms > 0 else 0):
-                elapsed_ms = run(pointers, count) * 1e3
-                if elapsed_ms >= min_repeat_ms:
-                    break
-                per_call_ms = max(elapsed_ms / count, 1e-6)
-                count = max(int(min_repeat_ms / per_call_ms) + 1, int(count * 1.618) + 1)
-            return TimingResult(tuple(run(pointers, count) / count for _ in range(repeat)))
+
+            def run(count: int) -> float:
+                seconds = time_calls(function, pointers, threads, count)
+                if seconds < 0:
+                    raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {last_error()} while timed")
+                return seconds
+
+            return TimingResult(tuple(time_repeats(run, number, repeat, min_repeat_ms)))
 
         return evaluate
 

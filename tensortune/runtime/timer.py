@@ -1,11 +1,34 @@
-"""A tiny native library that times repeated kernel calls, so Python overhead is not measured."""
+"""Timing: the one calibration protocol every timed call uses, and a tiny native library that times
+repeated kernel calls, so Python overhead is not measured."""
 from __future__ import annotations
 
 import ctypes
 import functools
+from typing import Callable
 
 from .compiler import compile_shared, load_library
 from ..target import ISA, Target
+
+MAX_CALIBRATIONS = 5
+
+
+def time_repeats(run: Callable[[int], float], number: int, repeat: int, min_repeat_ms: float = 0.0,
+                 max_calibrations: int = MAX_CALIBRATIONS) -> list[float]:
+    """Per-call seconds of ``repeat`` timings, each of ``count`` calls; ``run(count)`` returns their seconds.
+
+    One warm-up call first (caches, page faults, thread pools). ``count`` starts at ``number``; if
+    ``min_repeat_ms`` > 0 it is then raised until one timing lasts at least that long (at most
+    ``max_calibrations`` tries), so that short kernels are not timed at the clock's resolution.
+    """
+    run(1)
+    count = number
+    for _ in range(max_calibrations if min_repeat_ms > 0 else 0):
+        elapsed_ms = run(count) * 1e3
+        if elapsed_ms >= min_repeat_ms:
+            break
+        per_call_ms = max(elapsed_ms / count, 1e-6)
+        count = max(int(min_repeat_ms / per_call_ms) + 1, int(count * 1.618) + 1)
+    return [run(count) / count for _ in range(repeat)]
 
 TIMER_SOURCE = r"""
 #include <stdint.h>

@@ -4,12 +4,13 @@ Peers: ``numpy.matmul`` and ``torch.matmul`` for matmul; PyTorch ``conv2d`` (NCH
 and onnxruntime (a one-node ONNX model whose weights are an initializer) for convolutions. PyTorch
 and onnxruntime are optional: a missing one is reported as "not installed".
 
-Peers run in a child process (``python -m tensortune.peers``) so that their thread pools stay apart
-from ours and the OpenBLAS overrides of the environment (``OPENBLAS_CORETYPE``...) are off. Every
-result is checked against the numpy reference before it is timed; a wrong one is reported, never timed.
+Peers run in a child process (``python -m tensortune.benchmarking.peers``) so that their thread pools
+stay apart from ours and the OpenBLAS overrides of the environment (``OPENBLAS_CORETYPE``...) are off.
+Every result is checked against the numpy reference before it is timed; a wrong one is reported, never
+timed.
 
-Protocol for everyone: one warm-up call, then ``repeat`` timings of at least ``min_repeat_ms`` each
-(calls per timing calibrated first); the median is reported.
+Protocol for everyone (``runtime.timer.time_repeats``): one warm-up call, then ``repeat`` timings of at
+least ``min_repeat_ms`` each (calls per timing calibrated first); the median is reported.
 """
 from __future__ import annotations
 
@@ -19,11 +20,16 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .ops.operator import check_output
+from ..ops.operator import check_output
+from ..runtime.timer import MAX_CALIBRATIONS, time_repeats
+
+if TYPE_CHECKING:
+    from ..autotvm.task import Task
+    from ..ops import Operator
 
 # Set on some machines to work around old OpenBLAS bugs; they slow a current numpy, so peers run without them.
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -31,11 +37,11 @@ OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 PeerFactory = Callable[[list[np.ndarray], int], Callable[[], np.ndarray]]
 
 
-def plain_operator(task):
+def plain_operator(task: Task) -> Operator:
     """The NCHW (or plain matmul) operator of ``tensortune.ops`` that the task computes: its reference is
     what the peers compute, and its default schedule is the untuned baseline."""
-    from . import ops
-    from .autotvm.catalog import operator_of
+    from .. import ops
+    from ..autotvm.catalog import operator_of
 
     op, a = operator_of(task.name), task.args
     if op == "matmul" and len(a) == 3:
@@ -49,28 +55,14 @@ def plain_operator(task):
     return task.operator  # another template: the template's own operator
 
 
-def time_module(module, inputs: list[np.ndarray], op, expected: np.ndarray, threads: int, repeat: int,
-                min_repeat_ms: float) -> dict[str, Any]:
-    """Check a built kernel against ``expected``, then time it (``{"error": ...}`` if it is wrong)."""
-    out = op.empty_output()
-    out.fill(np.nan)  # an element the kernel forgets to write fails the check
-    module(*inputs, out, num_threads=threads)
-    problem = check_output(out, expected)
-    if problem:
-        return {"error": problem}
-    t = module.time_evaluator(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms, num_threads=threads)(
-        *inputs, out)
-    return {"median_s": t.median, "runs_s": list(t.results)}
-
-
-def time_peers(task, threads: int, repeat: int, min_repeat_ms: float) -> dict[str, dict]:
+def time_peers(task: Task, threads: int, repeat: int, min_repeat_ms: float) -> dict[str, dict]:
     """Each peer's ``{"median_s", "runs_s"}``, ``{"unavailable": ...}`` or ``{"error": ...}``, timed in a child."""
     spec = {"template": task.name, "args": list(task.args), "target": str(task.target), "threads": threads,
             "repeat": repeat, "min_repeat_ms": min_repeat_ms}
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
-    proc = subprocess.run([sys.executable, "-m", "tensortune.peers"], input=json.dumps(spec), env=env,
+    proc = subprocess.run([sys.executable, "-m", "tensortune.benchmarking.peers"], input=json.dumps(spec), env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -81,9 +73,9 @@ def time_peers(task, threads: int, repeat: int, min_repeat_ms: float) -> dict[st
 def _worker_main() -> int:
     """In the child: read the spec on stdin, print the peers' timings as one JSON line."""
     spec = json.loads(sys.stdin.read())
-    from .autotvm.task import Task
-    from .autotvm.templates import TEMPLATES
-    from .target import Target
+    from ..autotvm.task import Task
+    from ..autotvm.templates import TEMPLATES
+    from ..target import Target
 
     task = Task(TEMPLATES[spec["template"]], tuple(spec["args"]), Target.parse(spec["target"]))
     canonical = task.make_inputs(seed=0)
@@ -105,9 +97,9 @@ def _worker_main() -> int:
     return 0
 
 
-def peers_of(task) -> list[tuple[str, PeerFactory]]:
+def peers_of(task: Task) -> list[tuple[str, PeerFactory]]:
     """The peer implementations of the task's operator: (name, factory of a call returning the output)."""
-    from .autotvm.catalog import operator_of
+    from ..autotvm.catalog import operator_of
 
     op = operator_of(task.name)
     if op == "matmul":
@@ -188,23 +180,16 @@ def _onnx_conv(canonical, threads: int, stride: int, pad: int, groups: int) -> C
     return run
 
 
-def time_callable(fn: Callable[[], Any], repeat: int, min_repeat_ms: float, calibrations: int = 5) -> list[float]:
-    """The protocol of ``Module.time_evaluator`` in Python: warm up, calibrate calls per repeat, time ``repeat``."""
+def time_callable(fn: Callable[[], Any], repeat: int, min_repeat_ms: float,
+                  calibrations: int = MAX_CALIBRATIONS) -> list[float]:
+    """Per-call seconds of ``repeat`` timings of ``fn`` in a Python loop, by ``Module.time_evaluator``'s protocol."""
     def run(count: int) -> float:
         start = time.perf_counter()
         for _ in range(count):
             fn()
         return time.perf_counter() - start
 
-    fn()
-    count = 1
-    for _ in range(calibrations):
-        elapsed_ms = run(count) * 1e3
-        if elapsed_ms >= min_repeat_ms:
-            break
-        per_call_ms = max(elapsed_ms / count, 1e-6)
-        count = max(int(min_repeat_ms / per_call_ms) + 1, int(count * 1.618) + 1)
-    return [run(count) / count for _ in range(repeat)]
+    return time_repeats(run, 1, repeat, min_repeat_ms, calibrations)
 
 
 if __name__ == "__main__":

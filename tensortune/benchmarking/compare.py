@@ -1,0 +1,64 @@
+"""A tuned kernel against its untuned baseline and the peer libraries, timed with one protocol.
+
+``compare_kernels`` builds the config a log chose, checks it against the numpy reference, times it,
+then times the operator's default tensortune schedule and the peers (``peers.time_peers``, in a child
+process) on the same inputs. A wrong kernel is reported, never timed.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..build import build
+from ..ops.operator import check_output
+from .peers import plain_operator, time_peers
+
+if TYPE_CHECKING:
+    from ..autotvm.task import Task
+    from ..ops import Operator
+    from ..runtime import Module
+
+
+def time_module(module: Module, inputs: list[np.ndarray], op: Operator, expected: np.ndarray, threads: int,
+                repeat: int, min_repeat_ms: float) -> dict[str, Any]:
+    """Check a built kernel against ``expected``, then time it (``{"error": ...}`` if it is wrong)."""
+    out = op.empty_output()
+    out.fill(np.nan)  # an element the kernel forgets to write fails the check
+    module(*inputs, out, num_threads=threads)
+    problem = check_output(out, expected)
+    if problem:
+        return {"error": problem}
+    t = module.time_evaluator(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms, num_threads=threads)(
+        *inputs, out)
+    return {"median_s": t.median, "runs_s": list(t.results)}
+
+
+def compare_kernels(task: Task, config_index: int, threads: int, repeat: int,
+                    min_repeat_ms: float) -> dict[str, dict[str, Any]]:
+    """Timings of config ``config_index`` of ``task`` ("tensortune"), of the default schedule of the plain
+    operator ("tensortune_default") and of each peer, keyed by kernel name.
+
+    Each timed kernel has ``median_s``, ``runs_s``, ``gflops`` and ``tuned_speedup`` (its median over the
+    tuned kernel's); one that could not be timed has ``error`` or ``unavailable``. When the tuned kernel
+    gives a wrong answer, it is the only entry (with its ``error``).
+    """
+    canonical = task.make_inputs(seed=0)
+    sch, op = task.instantiate(config_index)
+    tuned = build(sch, list(op.args), task.target)
+    timed = time_module(tuned, task.kernel_inputs(config_index, canonical), op, np.asarray(task.reference(canonical)),
+                        threads, repeat, min_repeat_ms)
+    kernels = {"tensortune": timed}
+    if "error" in timed:  # never report a wrong kernel's speed
+        return kernels
+    base = plain_operator(task)
+    base_mod = build(base.default_schedule(task.target), list(base.args), task.target)
+    kernels["tensortune_default"] = time_module(base_mod, base.prepare(*canonical), base,
+                                                np.asarray(base.reference(*canonical)), threads, repeat,
+                                                min_repeat_ms)
+    kernels.update(time_peers(task, threads, repeat, min_repeat_ms))
+    for k in kernels.values():
+        if "median_s" in k:
+            k["gflops"] = task.flops / k["median_s"] / 1e9
+            k["tuned_speedup"] = k["median_s"] / timed["median_s"]
+    return kernels

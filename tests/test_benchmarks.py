@@ -1,0 +1,89 @@
+"""The benchmark scripts' shared helpers, and their promise to write results before any plot.
+
+The scripts are run as ``python benchmarks/NAME.py``; here their folder is put on ``sys.path`` and
+their functions are called with fakes, so nothing is tuned or timed.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
+from tensortune.autotvm.record import append_records
+from tensortune.autotvm.catalog import create_task
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def script(monkeypatch):
+    """``script("vs_libraries")``: the benchmark module, imported from ``benchmarks/``."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module
+
+
+@pytest.fixture
+def no_matplotlib(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+
+
+def test_best_curve_and_trials_to_reach(script, tmp_path):
+    common = script("common")
+    task = create_task("matmul", {"M": 8, "N": 8, "K": 8})
+    seconds = [2e-6, None, 1e-6, 4e-6]  # None: a failed trial
+    log = tmp_path / "log.json"
+    append_records(log, [(MeasureInput(task, i), MeasureResult((s,), ErrorKind.NONE, "", 0.1) if s else
+                          MeasureResult((), ErrorKind.RUNTIME_CRASH, "crash", 0.1)) for i, s in enumerate(seconds)])
+    g = task.flops / 1e9
+    np.testing.assert_allclose(common.best_curve(log, task), [g / 2e-6, g / 2e-6, g / 1e-6, g / 1e-6])
+    np.testing.assert_allclose(common.best_curve(log, task, trials=2), [g / 2e-6] * 2)
+    curve = common.best_curve(log, task)
+    assert common.trials_to_reach(curve, curve[0]) == 1
+    assert common.trials_to_reach(curve, curve[-1]) == 3
+    assert common.trials_to_reach(curve, 2 * curve[-1]) is None
+
+
+def test_write_json(script, tmp_path):
+    path = tmp_path / "out.json"
+    script("common").write_json(path, {"a": [1, 2]})
+    assert json.loads(path.read_text()) == {"a": [1, 2]} and path.read_text().endswith("\n")
+
+
+def test_search_curves_skips_its_plots_without_matplotlib(script, no_matplotlib, tmp_path, capsys):
+    search_curves = script("search_curves")
+    search_curves.plot({"matmul:512": {"random": [np.array([1.0, 2.0])]}}, tmp_path)
+    assert capsys.readouterr().out.splitlines() == ['no plot: matplotlib is not installed (pip install -e ".[bench]")']
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_vs_libraries_writes_its_results_before_the_plot(script, no_matplotlib, monkeypatch, tmp_path, capsys):
+    vs_libraries = script("vs_libraries")
+    row = {"workload": "matmul:512", "threads": 1, "flops": 2 * 512 ** 3, "errors": {}, "configs": {"matmul": 7},
+           "gflops": {"tensortune_matmul": 110.0, "numpy": 100.0}, "best_peer": "numpy", "ratio_matmul": 1.1,
+           "ratio_vs_numpy": 1.1}
+    monkeypatch.setattr(vs_libraries, "time_all", lambda *args: [row])
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text("# Benchmarks\n")
+    argv = ["vs_libraries.py", "--skip-tune", "--workloads", "matmul:512", "--threads", "1", "--out",
+            str(tmp_path / "logs"), "--json", str(tmp_path / "r.json"), "--benchmarks-md", str(md),
+            "--png", str(tmp_path / "fig" / "vs.png")]
+    monkeypatch.setattr(sys, "argv", argv)
+    vs_libraries.main()
+    assert json.loads((tmp_path / "r.json").read_text())["rows"] == [row]
+    text = md.read_text()
+    assert vs_libraries.BEGIN in text and "| matmul:512 |" in text
+    assert capsys.readouterr().out.rstrip().endswith("matplotlib is not installed (pip install -e \".[bench]\")")
+    assert not (tmp_path / "fig").exists()
+
+
+def test_plots_are_drawn_with_matplotlib(script, tmp_path):
+    pytest.importorskip("matplotlib")
+    script("search_curves").plot({"matmul:512": {"random": [np.array([1.0, 2.0])]}}, tmp_path)
+    row = {"workload": "resnet18:C6", "threads": 2, "gflops": {"tensortune_nchw": 400.0, "torch": 380.0}}
+    script("vs_libraries").plot([row], 2, tmp_path / "fig" / "vs.png")
+    assert sorted(p.name for p in tmp_path.rglob("*.png")) == ["matmul_512.png", "vs.png"]
