@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import numpy as np
 import pytest
@@ -67,6 +68,15 @@ def test_failing_workers_fall_back_to_serial_extraction():
     assert fx.n_jobs == 1
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
 def test_extractor_workers_live_until_close_and_a_borrowed_pool_is_left_running():
     from tensortune.autotvm.workers import spawn_pool
 
@@ -74,12 +84,13 @@ def test_extractor_workers_live_until_close_and_a_borrowed_pool_is_left_running(
     idx = task.space.sample(20, random.Random(3))
     with FeatureExtractor(task, n_jobs=2) as fx:
         fx(idx)
-        processes = list(fx._pool._processes.values())
-        assert processes and all(p.is_alive() for p in processes)
+        pids = list(fx._pool._processes)
+        assert pids and all(_running(pid) for pid in pids)
     assert fx._pool is None
-    for p in processes:
-        p.join(timeout=10)
-    assert not any(p.is_alive() for p in processes)
+    deadline = time.monotonic() + 20
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in pids)
     pool = spawn_pool(2)
     try:
         fx = FeatureExtractor(task, n_jobs=2, pool=pool)
