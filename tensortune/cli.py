@@ -338,14 +338,16 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .arith import Analyzer
     from .autotvm.catalog import WorkloadCatalog
-    from .codegen import codegen_c
+    from .build import generate_source
     from .lower import lower
 
     catalog = WorkloadCatalog()
     for i, b in enumerate(_best_records(args.log, args.workload, catalog)):
         sch, op = b.task.instantiate(b.record.config_index)
-        func = lower(sch, list(op.args))
+        analyzer = Analyzer()
+        func = lower(sch, list(op.args), analyzer=analyzer)
         if i:
             print()
         print(f"// {catalog.label(b.task)}: config #{b.record.config_index}, {b.gflops:.2f} GFLOP/s on "
@@ -354,7 +356,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("// ---- loop IR ----")
         print(str(func))
         print("// ---- C source ----")
-        print(codegen_c(func, b.task.target))
+        print(generate_source(func, b.task.target, analyzer))
     return EXIT_OK
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 import pytest
 
 import tensortune as tt
-from tensortune import ops, te
+from tensortune import ops
 from tensortune.codegen import codegen_c
 from tensortune.schedule import Schedule
 from tensortune.te import Tensor
@@ -23,30 +23,10 @@ GOLDEN = Path(__file__).parent / "golden"
 TARGET = tt.Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
 
 
-def readme_matmul() -> tuple[Schedule, list[Tensor]]:
-    """The README's hand-scheduled matmul at 64^3: B packed into 32-column panels, an 8x32 register block."""
-    M = N = K = 64
-    A = te.placeholder((M, K), "float32", "A")
-    B = te.placeholder((K, N), "float32", "B")
-    PB = te.compute((N // 32, K, 32), lambda jo, k, ji: B[k, jo * 32 + ji], "B_packed")
-    k = te.reduce_axis(K, "k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * PB[j // 32, k, j % 32], axis=k), "C")
-    s = tt.create_schedule(C)
-    CC = s.cache_write(C, "local")
-    i, j = s[C].axis
-    io, ii = s[C].split(i, 8)
-    jo, ji = s[C].split(j, 32)
-    s[C].reorder(jo, io, ii, ji)
-    tile = s[C].fuse(jo, io)
-    s[C].parallel(tile)
-    s[C].vectorize(ji)
-    s[CC].compute_at(s[C], tile)
-    ci, cj = s[CC].axis
-    (kk,) = s[CC].reduce_axis
-    s[CC].reorder(kk, ci, cj)
-    s[CC].unroll(ci)
-    s[CC].vectorize(cj)
-    return s, [A, B, C]
+def default_matmul() -> tuple[Schedule, list[Tensor]]:
+    """The default schedule of a 64^3 matmul for TARGET: B packed into panels, a register block, parallel tiles."""
+    op = ops.matmul(64, 64, 64, target=TARGET)
+    return op.default_schedule(TARGET), list(op.args)
 
 
 def default_conv2d() -> tuple[Schedule, list[Tensor]]:
@@ -56,7 +36,7 @@ def default_conv2d() -> tuple[Schedule, list[Tensor]]:
 
 
 CASES: dict[str, Callable[[], tuple[Schedule, list[Tensor]]]] = {
-    "matmul_64_block8x32": readme_matmul,
+    "matmul_64_default": default_matmul,
     "conv2d_default_16x14x14_32x3": default_conv2d,
 }
 

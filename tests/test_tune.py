@@ -93,7 +93,7 @@ def test_resume_counts_the_log_toward_n_trial_and_never_remeasures(tmp_path):
     assert result.best_gflops == pytest.approx(max(gflops_of(r.config_index) for r in recs))
     # Asking again for 50 measures nothing.
     third = FakeMeasure()
-    again = tune(TASK, 50, measure=third, log_file=log, progress=False)
+    again = tune(TASK, 50, tuner="random", measure=third, log_file=log, progress=False)
     assert third.calls == [] and len(load_records(log)) == 50 and again.n_measured == 0
 
 
@@ -155,7 +155,7 @@ def test_a_tuning_run_killed_with_sigkill_can_be_resumed_without_remeasuring(tmp
 
 def test_early_stopping_stops_after_that_many_trials_without_improvement(tmp_path):
     fake = FakeMeasure(gflops=lambda i: 5.0)  # the first trial is the best there will be
-    result = tune(TASK, 500, batch_size=16, measure=fake, early_stopping=20, progress=False, seed=0)
+    result = tune(TASK, 500, tuner="random", batch_size=16, measure=fake, early_stopping=20, progress=False, seed=0)
     # Trial 1 sets the best; after the batch ending at trial 32, 31 trials brought nothing.
     assert len(fake.measured) == 32
     assert "no improvement" in result.stop_reason
@@ -179,7 +179,7 @@ def test_failed_candidates_are_logged_with_their_error_kind_and_tuning_goes_on(t
 
 
 def test_all_failures_leave_no_best(tmp_path):
-    result = tune(TASK, 20, measure=FakeMeasure(crash=lambda i: True), progress=False, seed=0)
+    result = tune(TASK, 20, tuner="random", measure=FakeMeasure(crash=lambda i: True), progress=False, seed=0)
     assert result.best_index is None and result.best_gflops == 0.0 and result.best_config is None
     assert len(result.history) == 20
 
@@ -192,7 +192,7 @@ def test_callbacks_are_called_after_each_batch():
         assert set(i.config_index for i in inputs) <= tuner.visited
         calls.append((len(inputs), len(results)))
 
-    tune(TASK, 40, measure=fake, callbacks=[callback, lambda *a: None], batch_size=16, progress=False, seed=0)
+    tune(TASK, 40, tuner="random", measure=fake, callbacks=[callback, lambda *a: None], batch_size=16, progress=False, seed=0)
     assert calls == [(16, 16), (16, 16), (8, 8)]
 
 
@@ -215,7 +215,7 @@ def test_ctrl_c_keeps_finished_batches_in_the_log_and_reraises(tmp_path, monkeyp
         return fake(inputs)
 
     with pytest.raises(KeyboardInterrupt):
-        tune(TASK, 100, measure=measure, batch_size=8, log_file=log, progress=True, seed=0)
+        tune(TASK, 100, tuner="random", measure=measure, batch_size=8, log_file=log, progress=True, seed=0)
     assert [r.config_index for r in load_records(log)] == fake.measured and len(fake.measured) == 16
     err = capsys.readouterr().err
     assert "interrupted after 16 trials" in err and str(log) in err
@@ -228,11 +228,11 @@ def test_bad_arguments_raise_tune_errors():
     with pytest.raises(TuneError, match="made for"):
         tune(TASK, 10, tuner=RandomTuner(TINY), measure=fake, progress=False)
     with pytest.raises(TuneError, match="batch_size"):
-        tune(TASK, 10, batch_size=0, measure=fake, progress=False)
+        tune(TASK, 10, tuner="random", batch_size=0, measure=fake, progress=False)
     with pytest.raises(TuneError, match="early_stopping"):
-        tune(TASK, 10, early_stopping=0, measure=fake, progress=False)
+        tune(TASK, 10, tuner="random", early_stopping=0, measure=fake, progress=False)
     with pytest.raises(TuneError, match="one result per input"):
-        tune(TASK, 10, measure=lambda inputs: fake(inputs)[:-1], progress=False)
+        tune(TASK, 10, tuner="random", measure=lambda inputs: fake(inputs)[:-1], progress=False)
     assert GridTuner(TASK).task is TASK
 
 
@@ -240,7 +240,7 @@ def test_bad_arguments_raise_tune_errors():
 
 
 def test_quiet_tuning_prints_nothing(capsys):
-    tune(TASK, 20, measure=FakeMeasure(), progress=False, seed=0)
+    tune(TASK, 20, tuner="random", measure=FakeMeasure(), progress=False, seed=0)
     assert capsys.readouterr() == ("", "")
     assert type(progress_display("x", 10, enabled=False)) is ProgressDisplay
 
@@ -269,7 +269,7 @@ def test_plain_progress_prints_periodic_lines_with_gflops_elapsed_and_eta():
 
 def test_plain_progress_of_a_tuning_run_goes_to_stderr(monkeypatch, capsys):
     monkeypatch.setattr(progress_mod, "available_backend", lambda: Backend.PLAIN)
-    result = tune(TASK, 32, measure=FakeMeasure(), progress=True, seed=0)
+    result = tune(TASK, 32, tuner="random", measure=FakeMeasure(), progress=True, seed=0)
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "matmul(64, 64, 64): 32/32 trials" in captured.err

@@ -96,12 +96,14 @@ def _resumed(log_file: str | os.PathLike | None, task: Task) -> list[Record]:
     return list(first.values())
 
 
-def tune(task: Task, n_trial: int, tuner: str | Tuner = "random", batch_size: int = 16,
+def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int = 16,
          measure: MeasureFn | None = None, log_file: str | os.PathLike | None = None,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (), progress: bool = True,
          seed: int | None = None, history: str | os.PathLike | Sequence[Record] | None = None) -> TuneResult:
     """Tune ``task`` until ``n_trial`` configs are measured in total (the log's included).
 
+    ``tuner``: ``xgb`` (the learned cost model steering simulated annealing; the default), ``random`` (the
+    model-free baseline), ``grid``, ``ga``, ``xgb-reg``, or a ``Tuner`` instance.
     Stops early when the space is exhausted, or when ``early_stopping`` trials of this run bring no
     improvement. Failed candidates are recorded with their error kind and tuning goes on. On Ctrl-C the
     progress display is closed and ``KeyboardInterrupt`` re-raised; every finished batch is in the log.
