@@ -1,6 +1,8 @@
-"""The machine a kernel is compiled for: backend kind, vector ISA, core count, architecture.
+"""The machine a kernel is compiled for: backend kind, vector ISA, core count, architecture, and
+what a schedule must fit there (vector lanes and registers, FMA throughput, cache sizes).
 
-A top-level concept: templates, code generation, features and the runtime all read it.
+A top-level concept: templates, code generation, features and the runtime all read it. Templates
+ask the target (``target.lanes(dtype)``, ``target.vector_registers``) instead of hard-coding widths.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from .dtype import DType
 from .env import usable_cores
 from .errors import TensortuneError
+
 
 class TargetError(TensortuneError, ValueError):
     """A target is malformed, or its string form cannot be parsed."""
@@ -38,7 +41,19 @@ class ISA(Enum):
         return _VECTOR_BYTES[self]
 
 
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers (zmm0-31, ymm0-15, v0-31); scalar code: the float registers."""
+        return _VECTOR_REGISTERS[self]
+
+    @property
+    def fma_units(self) -> int:
+        """Fused multiply-add instructions a core can start per cycle on full-width vectors."""
+        return 2
+
+
 _VECTOR_BYTES = {ISA.AVX512: 64, ISA.AVX2: 32, ISA.NEON: 16, ISA.SCALAR: 0}
+_VECTOR_REGISTERS = {ISA.AVX512: 32, ISA.AVX2: 16, ISA.NEON: 32, ISA.SCALAR: 16}
 _ISA_ARCHES = {ISA.AVX512: ("x86_64",), ISA.AVX2: ("x86_64",), ISA.NEON: ("aarch64",)}
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
@@ -70,18 +85,50 @@ class Target:
     def vector_bytes(self) -> int:
         return self.isa.vector_bytes
 
-    def lanes(self, dtype: DType) -> int:
+    def lanes(self, dtype: DType | str) -> int:
         """Elements of ``dtype`` in one vector register (1 on scalar targets)."""
-        return max(1, self.vector_bytes // dtype.bytes)
+        return max(1, self.vector_bytes // DType.of(dtype).bytes)
+
+    @property
+    def vector_registers(self) -> int:
+        """Vector registers a register tile (accumulators and operands) must fit in."""
+        return self.isa.vector_registers
+
+    def flops_per_cycle(self, dtype: DType | str = DType.float32) -> int:
+        """Peak floating-point operations per cycle and core (FMA units x lanes x 2)."""
+        return self.isa.fma_units * self.lanes(dtype) * 2
+
+    def accumulator_budget(self, operand_vectors: int = 1) -> int:
+        """Vector registers left for accumulators when ``operand_vectors`` registers hold the operands of one
+        step (the vectors loaded from the packed operand) and one more holds a broadcast scalar."""
+        return max(1, self.vector_registers - operand_vectors - 1)
+
+    @property
+    def caches(self) -> CacheSizes:
+        """Data cache sizes: read from Linux sysfs for the host, typical values otherwise."""
+        if self.native:
+            host = _host_caches()
+            if host is not None:
+                return host
+        return _DEFAULT_CACHES[self.isa]
 
     def __str__(self) -> str:
         return f"{self.kind.value} -isa={self.isa.value} -cores={self.num_cores} -arch={self.arch}" + (" -native" if self.native else "")
 
     @staticmethod
     def parse(text: str) -> Target:
-        """Inverse of ``str(target)``, e.g. ``Target.parse("c -isa=avx2 -cores=8 -arch=x86_64")``."""
-        example = "for example 'c -isa=avx2 -cores=8 -arch=x86_64 -native'"
+        """A target from its string form (the inverse of ``str(target)``), or a shorter spelling.
+
+        ``"c -isa=avx2 -cores=8 -arch=x86_64"``; omitted ``-cores`` means this machine's usable cores,
+        omitted ``-arch`` the architecture of the ISA, omitted ``-isa`` this machine's. ``"native"`` (or
+        ``"host"``) is this machine, and a bare ISA name such as ``"avx2"`` means ``"c -isa=avx2"``.
+        """
+        example = "for example 'c -isa=avx2 -cores=8 -arch=x86_64', 'avx2' or 'native'"
         words = text.split()
+        if len(words) == 1 and words[0] in ("native", "host"):
+            return Target.host()
+        if len(words) == 1 and words[0] in {i.value for i in ISA}:
+            words = ["c", f"-isa={words[0]}"]
         kinds = {k.value: k for k in TargetKind}
         if not words or words[0] not in kinds:
             raise TargetError(f"target string must start with a target kind ({', '.join(kinds)}), got {text!r}; "
@@ -96,19 +143,23 @@ class Target:
             if not sep or key not in ("-isa", "-cores", "-arch") or key in options:
                 raise TargetError(f"unexpected or repeated option {word!r} in target {text!r}; {example}")
             options[key] = value
-        missing = [k for k in ("-isa", "-cores", "-arch") if k not in options]
-        if missing:
-            raise TargetError(f"target {text!r} lacks {', '.join(missing)}; {example}")
+        host = Target.host()
         try:
-            isa = ISA(options["-isa"])
+            isa = ISA(options["-isa"]) if "-isa" in options else None
         except ValueError:
             names = ", ".join(i.value for i in ISA)
             raise TargetError(f"unknown isa {options['-isa']!r} in target {text!r}; use one of {names}") from None
+        arch = options.get("-arch") or (_ISA_ARCHES.get(isa, (host.arch,))[0] if isa is not None else host.arch)
+        arch = _ARCH_ALIASES.get(arch, arch)
+        if isa is None:
+            if arch != host.arch:
+                raise TargetError(f"target {text!r} names arch {arch} but no -isa; add e.g. -isa=neon")
+            isa = host.isa
         try:
-            cores = int(options["-cores"])
+            cores = int(options["-cores"]) if "-cores" in options else host.num_cores
         except ValueError:
             raise TargetError(f"-cores must be an integer in target {text!r}") from None
-        return Target(isa=isa, num_cores=cores, arch=options["-arch"], native=native, kind=kinds[words[0]])
+        return Target(isa=isa, num_cores=cores, arch=arch, native=native, kind=kinds[words[0]])
 
     @staticmethod
     @functools.cache
@@ -117,6 +168,48 @@ class Target:
         machine = platform.machine().lower()
         arch = _ARCH_ALIASES.get(machine, machine) or "unknown"
         return Target(isa=_host_isa(arch), num_cores=usable_cores(), arch=arch, native=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSizes:
+    """Per-core L1 data and L2 cache, and the shared last-level cache, in bytes."""
+
+    l1d: int
+    l2: int
+    l3: int
+
+
+_DEFAULT_CACHES = {ISA.AVX512: CacheSizes(48 << 10, 1 << 20, 32 << 20),
+                   ISA.AVX2: CacheSizes(32 << 10, 512 << 10, 32 << 20),
+                   ISA.NEON: CacheSizes(64 << 10, 1 << 20, 32 << 20),
+                   ISA.SCALAR: CacheSizes(32 << 10, 256 << 10, 8 << 20)}
+
+
+@functools.cache
+def _host_caches(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> CacheSizes | None:
+    """Cache sizes of CPU 0 from sysfs (None where it does not say)."""
+    sizes: dict[str, int] = {}
+    try:
+        entries = sorted(root.glob("index*"))
+        for d in entries:
+            kind = (d / "type").read_text().strip()
+            level = (d / "level").read_text().strip()
+            if kind == "Instruction":
+                continue
+            sizes[f"l{level}"] = _parse_size((d / "size").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not {"l1", "l2"} <= sizes.keys():
+        return None
+    return CacheSizes(sizes["l1"], sizes["l2"], sizes.get("l3", sizes["l2"]))
+
+
+def _parse_size(text: str) -> int:
+    """``"48K"`` -> 49152 (sysfs cache sizes)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text and text[-1].upper() in units:
+        return int(text[:-1]) * units[text[-1].upper()]
+    return int(text)
 
 
 def _host_isa(arch: str) -> ISA:

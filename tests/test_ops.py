@@ -155,8 +155,7 @@ def test_resnet18_packed_conv2d_default_schedule(name: str, layout: str) -> None
     elif layout == "spatial_pack":
         op = ops.conv2d_spatial_pack(*shape, stride=w["stride"], pad=w["pad"], ocb=16)
     else:
-        icb, ocb = ops.packed_blocks(w["ic"], w["oc"])
-        op = ops.conv2d_nchwc_packed(*shape, stride=w["stride"], pad=w["pad"], icb=icb, ocb=ocb)
+        op = ops.conv2d_nchwc_packed(*shape, stride=w["stride"], pad=w["pad"])  # one vector of this machine
     assert op.flops == w["flops"]
     canonical = op.random_inputs(0)
     assert [a.shape for a in canonical] == [(1, w["ic"], w["h"], w["w"]), (w["oc"], w["ic"], w["k"], w["k"])]
@@ -166,7 +165,7 @@ def test_resnet18_packed_conv2d_default_schedule(name: str, layout: str) -> None
     t = tol(w["ic"] * w["k"] ** 2)
     np.testing.assert_allclose(out, op.reference(*canonical), **t)
     expected = conv2d_taps(*canonical, w["stride"], w["pad"])
-    if layout == "packed_io":  # [N, O/16, OH, OW, 16] back to NCHW
+    if layout == "packed_io":  # [N, O/ob, OH, OW, ob] back to NCHW
         out = out.transpose(0, 1, 4, 2, 3).reshape(expected.shape)
     np.testing.assert_allclose(out, expected, **t)
 

@@ -287,6 +287,23 @@ def test_records_whose_config_no_longer_matches_the_space_are_ignored_as_stale(t
     assert str(tt.lower(sch, list(op.args))) == str(tt.lower(expected, list(op.args)))
 
 
+def test_a_record_whose_config_moved_to_another_index_is_found_by_its_knob_values(tmp_path):
+    """A template that gained candidates shifts indices: the stored knob values still name the config."""
+    log = tmp_path / "log.jsonl"
+    t = task(64)
+    append_records(log, pairs(t, [(20, ok(1.0))]))
+    moved = json.loads(log.read_text())
+    moved["config"] = t.config(30).to_json()  # index 20 in the version that wrote it is index 30 today
+    log.write_text(json.dumps(moved) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not stale: nothing to warn about
+        (kept,) = task_records(load_records(log), t)
+    assert kept.config_index == 30 and kept.config == t.config(30).to_json()
+    sch, op = apply_best(log, t)
+    expected, _ = t.instantiate(30)
+    assert str(tt.lower(sch, list(op.args))) == str(tt.lower(expected, list(op.args)))
+
+
 def test_best_records_one_per_workload_and_target_with_counts(tmp_path):
     log = tmp_path / "log.jsonl"
     a, b, a_other = task(32), task(64), task(32, OTHER)

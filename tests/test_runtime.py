@@ -152,12 +152,47 @@ def test_target_string_form():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "llvm -isa=avx2 -cores=2 -arch=x86_64", "c -isa=sse -cores=2 -arch=x86_64", "c -isa=avx2 -arch=x86_64",
+    ["", "llvm -isa=avx2 -cores=2 -arch=x86_64", "c -isa=sse -cores=2 -arch=x86_64", "c -isa=neon -arch=x86_64",
+     "c -arch=riscv64",
      "c -isa=avx2 -cores=two -arch=x86_64", "c -isa=avx2 -cores=2 -arch=x86_64 -fast", "c -isa=avx2 -cores=0 -arch=x86_64"],
 )
 def test_target_parse_errors(text):
     with pytest.raises(TargetError):
         Target.parse(text)
+
+
+def test_short_target_spellings_fill_in_this_machine_and_the_isas_arch():
+    host = Target.host()
+    assert Target.parse("native") == Target.parse("host") == host
+    assert Target.parse("avx2") == Target(ISA.AVX2, host.num_cores, "x86_64")
+    assert Target.parse("c -isa=neon -cores=4") == Target(ISA.NEON, 4, "aarch64")
+    assert Target.parse("c -isa=avx512 -cores=2 -arch=amd64").arch == "x86_64"
+    assert str(Target.parse("c -isa=avx2")) == f"c -isa=avx2 -cores={host.num_cores} -arch=x86_64"
+
+
+@pytest.mark.parametrize("isa, regs, lanes, flops", [(ISA.AVX512, 32, 16, 64), (ISA.AVX2, 16, 8, 32),
+                                                     (ISA.NEON, 32, 4, 16)])
+def test_what_a_schedule_must_fit(isa, regs, lanes, flops):
+    t = Target(isa, 2, "aarch64" if isa is ISA.NEON else "x86_64")
+    assert t.vector_registers == regs and t.lanes("float32") == lanes and t.lanes(DType.float64) == lanes // 2
+    assert t.flops_per_cycle() == flops
+    assert t.accumulator_budget(2) == regs - 3  # two operand vectors and one broadcast
+    assert t.caches.l1d > 0 and t.caches.l2 > t.caches.l1d  # typical sizes for a target that is not the host
+
+
+def test_host_cache_sizes_come_from_sysfs(tmp_path):
+    from tensortune.target import _host_caches
+
+    for i, (kind, level, size) in enumerate([("Data", 1, "48K"), ("Instruction", 1, "32K"), ("Unified", 2, "1024K"),
+                                             ("Unified", 3, "32M")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "type").write_text(kind + "\n")
+        (d / "level").write_text(f"{level}\n")
+        (d / "size").write_text(size + "\n")
+    caches = _host_caches.__wrapped__(tmp_path)
+    assert (caches.l1d, caches.l2, caches.l3) == (48 << 10, 1 << 20, 32 << 20)
+    assert _host_caches.__wrapped__(tmp_path / "missing") is None
 
 
 def test_target_validation():
@@ -179,7 +214,10 @@ def test_lanes_and_vector_bytes():
 
 
 def test_cflags():
-    assert "-march=native" in c_flags(Target(ISA.AVX512, 2, "x86_64", native=True))
+    host = Target.host()
+    assert "-march=native" in c_flags(host)
+    narrower = Target(ISA.SCALAR if host.isa is not ISA.SCALAR else ISA.AVX2, 2, host.arch, native=True)
+    assert "-march=native" not in c_flags(narrower)  # this machine, but only the ISA the target names
     portable = c_flags(Target(ISA.AVX512, 2, "x86_64"))
     assert "-march=x86-64-v4" in portable and "-mprefer-vector-width=512" in portable
     assert "-march=x86-64-v3" in c_flags(Target(ISA.AVX2, 2, "x86_64"))

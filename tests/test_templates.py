@@ -24,6 +24,12 @@ CASES = [
     ("conv2d_nchwc_packed", (1, 16, 14, 14, 12, 1, 2, 0)),
     ("depthwise_conv2d_nchwc", (1, 32, 14, 14, 3, 1, 1)),
     ("depthwise_conv2d_nchwc", (1, 16, 15, 15, 3, 2, 1)),
+    # prime and few-divisor extents: register tiles that do not divide are padded (or guarded)
+    ("matmul", (37, 41, 29)),
+    ("conv2d_nchw_spatial_pack", (1, 16, 17, 17, 24, 3, 1, 1)),
+    ("conv2d_nchwc_packed", (1, 16, 7, 7, 32, 3, 1, 1)),
+    ("conv2d_nchwc", (1, 8, 11, 11, 16, 3, 1, 0)),
+    ("depthwise_conv2d_nchwc", (1, 24, 13, 13, 3, 1, 1)),
 ]
 
 
@@ -95,3 +101,31 @@ def test_conv_template_with_a_kernel_larger_than_the_input_is_a_shape_error(temp
 
     with pytest.raises(ShapeError, match="7-wide kernel does not fit an input of 5"):
         create_task("conv2d", {"N": 1, "IC": 16, "OC": 16, "H": 5, "W": 5, "K": 7}, template=template).space
+
+
+PRIME = [("matmul", (37, 41, 29), "tile_y", 37), ("conv2d_nchw_spatial_pack", (1, 16, 17, 17, 24, 3, 1, 1), "tile_ow", 17),
+         ("conv2d_nchwc_packed", (1, 16, 7, 7, 32, 3, 1, 1), "tile_ow", 7),
+         ("depthwise_conv2d_nchwc", (1, 24, 13, 13, 3, 1, 1), "tile_ow", 13)]
+
+
+@pytest.mark.parametrize("name,args,knob,extent", PRIME)
+def test_register_tiles_that_do_not_divide_the_extent_are_offered_and_correct(name, args, knob, extent):
+    """A prime extent leaves only tiles of 1 and of the whole extent among its divisors; the space also
+    holds the tiles in between, and their kernels (padded domain, cropped output) equal numpy."""
+    task = Task(TEMPLATES[name], args, tt.Target.host())
+    space = task.space
+    inner = {e.size[-1] for e in space.knobs[knob].entities}
+    assert {2, 3} <= inner  # neither divides the prime extent
+    rng = random.Random(zlib.crc32(name.encode()))
+    picked = []
+    while len(picked) < 3:
+        i = space.sample(1, rng)[0]
+        if extent % task.config(i)[knob].size[-1]:
+            picked.append(i)
+    canonical = task.make_inputs(0)
+    ref = task.reference(canonical)
+    for index in picked:
+        sch, op = task.instantiate(index)
+        out = np.full(op.output.shape, np.nan, op.output.dtype.numpy)
+        tt.build(sch, op.args)(*task.kernel_inputs(index, canonical), out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=f"{name}{args} config {index}")

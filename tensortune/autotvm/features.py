@@ -6,7 +6,9 @@ Three kinds, concatenated into one fixed-length vector per task:
   log product of the extents above and below, an annotation one-hot (serial, unrolled,
   vectorized, parallel, and two slots for GPU block/thread bindings), log counts of float adds,
   multiplies and other ops executed by its body, and for each of ``MAX_BUFFERS`` buffers
-  (sorted by name) accessed below it: the stride of the loop variable, the log touch count
+  (by role: the kernel's arguments in order, its workspaces, then its local buffers in program
+  order, so that a slot means the same buffer in every config even where padding or epilogues
+  rename stages) accessed below it: the stride of the loop variable, the log touch count
   (distinct elements the loop's subtree touches) and the log reuse (accesses / touches);
 * **relation** (structure-invariant, used for transfer across workloads): for each buffer, the
   reuse ratio interpolated at fixed log touch-count points along its loop nest, innermost out;
@@ -144,6 +146,13 @@ class _Collector(Visitor):
         return frozenset(out)
 
 
+def _buffer_slots(func: PrimFunc) -> list[str]:
+    """Buffer names by role: arguments in order, workspaces, then local buffers in program order."""
+    names = [b.name for b in func.args + func.workspaces]
+    names += [n.buffer.name for n in walk(func.body) if isinstance(n, Allocate) and n.buffer.name not in names]
+    return list(dict.fromkeys(names))
+
+
 def _touch(used: frozenset, extents: dict) -> tuple[int, int]:
     """(distinct elements touched, accesses) by an index using the vars ``used`` over loops with ``extents``."""
     touched = math.prod(ext for v, ext in extents.items() if v in used)
@@ -169,7 +178,6 @@ class FeatureExtractor:
         self._pool = pool
         self._owns_pool = pool is None
         self.max_cache = max_cache  # ~3 KB per config: the oldest half is dropped beyond this
-        self.buffers: list[str] | None = None
         self._cache: dict[int, np.ndarray] = {}
         space = task.space
         self.n_knobs = len(space.dims)
@@ -225,12 +233,10 @@ class FeatureExtractor:
         self._cache[index] = f
 
     def _extract_parallel(self, missing: list[int]) -> None:
-        while self.buffers is None and missing:  # fix the buffer order here, so that every worker agrees
-            self.get(missing.pop(0))
         chunks = [c for c in np.array_split(np.array(missing), self.n_jobs * 2) if len(c)]
         try:
             pool = self._get_pool()
-            futures = [pool.submit(_extract_in_worker, self.task, self.buffers, c.tolist()) for c in chunks]
+            futures = [pool.submit(_extract_in_worker, self.task, c.tolist()) for c in chunks]
             for chunk, fut in zip(chunks, futures):
                 for i, f in zip(chunk.tolist(), fut.result()):
                     self._store(i, f)
@@ -251,11 +257,7 @@ class FeatureExtractor:
             func = build_loop_nest(sch, list(op.args), "kernel", analyzer)
         except Exception:  # an invalid config has only its knob features
             return out
-        if self.buffers is None:
-            names = sorted({b.name for b in func.args + func.workspaces} |
-                           {n.buffer.name for n in walk(func.body) if isinstance(n, Allocate)})
-            self.buffers = names[:MAX_BUFFERS]
-        buf_pos = {b: i for i, b in enumerate(self.buffers)}
+        buf_pos = {b: i for i, b in enumerate(_buffer_slots(func)[:MAX_BUFFERS])}
         loops = _collect(func, analyzer)
         for li, lp in enumerate(loops[:MAX_LOOPS]):
             base = li * PER_LOOP
@@ -306,14 +308,8 @@ class FeatureExtractor:
 # ----------------------------------------------------------------------------- worker processes
 
 PARALLEL_MIN = 16
-#: In a worker process (which lives as long as its pool): one extractor per task, so its buffer order holds.
-_IN_WORKER: dict[tuple[str, str], FeatureExtractor] = {}
 
 
-def _extract_in_worker(task: Task, buffers: list[str], indices: list[int]) -> list[np.ndarray]:
-    key = (task.workload_key, str(task.target))
-    fx = _IN_WORKER.get(key)
-    if fx is None:
-        fx = _IN_WORKER[key] = FeatureExtractor(task)
-        fx.buffers = list(buffers)
+def _extract_in_worker(task: Task, indices: list[int]) -> list[np.ndarray]:
+    fx = FeatureExtractor(task)
     return [fx._extract(i) for i in indices]

@@ -7,6 +7,7 @@ skipped with a ``SkippedLineWarning`` naming the file and line.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -268,10 +269,11 @@ def best_records(path: PathLike) -> list[BestRecord]:
 
 
 def task_records(records: Iterable[Record], task: Task) -> list[Record]:
-    """The records measured for ``task`` (same workload and target) whose config still means the same.
+    """The records measured for ``task`` (same workload and target), with indices into today's space.
 
-    A record whose stored knob values differ from what its index means in today's space (the template
-    changed since it was measured) is stale: it is left out with a ``RecordWarning``.
+    When the template changed since a record was measured (knobs gained or lost candidates), the
+    record's stored knob values are looked up in today's space and its index is updated; a record
+    whose config no longer exists there is stale: it is left out with a ``RecordWarning``.
     """
     space = task.space
     out, stale = [], 0
@@ -279,8 +281,11 @@ def task_records(records: Iterable[Record], task: Task) -> list[Record]:
         if not r.matches(task):
             continue
         if r.config_index >= len(space) or _jsonable(space.get(r.config_index).to_json()) != r.config:
-            stale += 1
-            continue
+            index = space.index_of(r.config)
+            if index is None:
+                stale += 1
+                continue
+            r = dataclasses.replace(r, config_index=index)
         out.append(r)
     if stale:
         warnings.warn(f"{stale} record(s) for {task.workload_key} on '{task.target}' no longer match the "

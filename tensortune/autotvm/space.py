@@ -9,6 +9,7 @@ the task is tuned for as ``cfg.target``, which templates read instead of assumin
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 from dataclasses import dataclass
@@ -40,6 +41,13 @@ class SplitEntity:
             out.append(inner)
         out.append(axis)
         return out[::-1]
+
+    @property
+    def covered(self) -> int:
+        """Elements the loops cover: the extent rounded up to whole tiles of the inner factors (the extent
+        itself when the factors divide it). Needs an explicit outermost factor."""
+        assert self.size[0] > 0, "a split with '-1' outermost does not say how much it covers"
+        return math.prod(self.size)
 
     def to_json(self) -> list[int]:
         return list(self.size)
@@ -117,13 +125,31 @@ def _power2_splits(n: int, parts: int) -> list[tuple[int, ...]]:
     return out
 
 
+def _tile_splits(extent: int, parts: int, inner: Sequence[int]) -> list[tuple[int, ...]]:
+    """Splits whose innermost factor is one of ``inner``, divisor of ``extent`` or not: the outer factors
+    split the number of tiles, ``ceil(extent / inner)``, exactly, so only the last tile is partial."""
+    out = []
+    for t in dict.fromkeys(inner):
+        if not isinstance(t, int) or t < 1:
+            raise SpaceError(f"inner tile sizes must be positive integers, got {t!r}")
+        if t > extent:
+            continue
+        out += [rest + (t,) for rest in _factorizations(-(-extent // t), parts - 1)]
+    return out
+
+
 def split_candidates(extent: int, parts: int, policy: str = "factors", max_factor: int | None = None,
                      candidates: Sequence[Sequence[int]] | None = None,
-                     filter: Callable[[SplitEntity], bool] | None = None) -> list[SplitEntity]:  # noqa: A002
+                     filter: Callable[[SplitEntity], bool] | None = None,  # noqa: A002
+                     inner: Sequence[int] | None = None) -> list[SplitEntity]:
     if parts < 2:
         raise SpaceError(f"a split needs num_outputs >= 2, got {parts}")
     if policy == "factors":
         sizes = _factorizations(extent, parts)
+    elif policy == "tiles":
+        if not inner:
+            raise SpaceError("policy 'tiles' needs the inner tile sizes (inner=[...])")
+        sizes = _tile_splits(extent, parts, inner)
     elif policy == "power2":
         sizes = _power2_splits(extent, parts)
     elif policy == "verbose":
@@ -141,7 +167,7 @@ def split_candidates(extent: int, parts: int, policy: str = "factors", max_facto
             if len(c) != parts:
                 raise SpaceError(f"split candidate {c} does not have {parts} factors")
     else:
-        raise SpaceError(f"unknown split policy {policy!r}; use factors, power2, verbose or candidate")
+        raise SpaceError(f"unknown split policy {policy!r}; use factors, tiles, power2, verbose or candidate")
     ents = [SplitEntity(tuple(s)) for s in sizes]
     if max_factor is not None:
         ents = [e for e in ents if e.size[-1] <= max_factor]
@@ -162,6 +188,7 @@ class ConfigSpace:
         self.target = target or Target.host()
         self.knobs: dict[str, Knob] = {}
         self.filters: list[Callable[["ConfigEntity"], bool]] = []
+        self._lookup: dict[str, dict[str, int]] = {}  # knob -> JSON of a value -> its choice (index_of)
 
     # -- declaration --------------------------------------------------------
     def _add(self, knob: Knob) -> None:
@@ -171,10 +198,14 @@ class ConfigSpace:
 
     def define_split(self, name: str, axis: Axis | int, num_outputs: int = 2, policy: str = "factors",
                      max_factor: int | None = None, candidate: Sequence[Sequence[int]] | None = None,
-                     filter: Callable[[SplitEntity], bool] | None = None) -> None:  # noqa: A002
+                     filter: Callable[[SplitEntity], bool] | None = None,  # noqa: A002
+                     inner: Sequence[int] | None = None) -> None:
+        """Ways to split an axis into ``num_outputs`` loops. ``policy``: ``factors`` (exact factorizations),
+        ``tiles`` (innermost factor from ``inner``, dividing the extent or not: the loop nest then pads or
+        guards the last tile), ``power2``, ``verbose`` or ``candidate`` (the ``candidate`` lists)."""
         extent = axis.extent if isinstance(axis, Axis) else int(axis)
         self._add(Knob(name, "split", tuple(split_candidates(extent, num_outputs, policy, max_factor, candidate,
-                                                             filter))))
+                                                             filter, inner))))
 
     def define_reorder(self, name: str, axes: Sequence[Axis], policy: str = "all",
                        groups: Sequence[Sequence[int]] | None = None,
@@ -257,6 +288,24 @@ class ConfigSpace:
             idx += c * mul
             mul *= d
         return idx
+
+    def index_of(self, config: dict[str, Any]) -> int | None:
+        """The index of the config whose knob values (as ``ConfigEntity.to_json`` writes them) are ``config``;
+        None when a knob is missing or a value is not in this space. Lets a log written before a template
+        gained or lost candidates find its configs again."""
+        if set(config) != set(self.knobs):
+            return None
+        choices = []
+        for name, knob in self.knobs.items():
+            key = json.dumps(config[name], sort_keys=True)
+            lookup = self._lookup.get(name)
+            if lookup is None:
+                lookup = self._lookup[name] = {json.dumps(e.to_json(), sort_keys=True): i
+                                               for i, e in enumerate(knob.entities)}
+            if key not in lookup:
+                return None
+            choices.append(lookup[key])
+        return self.choices_to_index(choices)
 
     def get(self, index: int) -> "ConfigEntity":
         return ConfigEntity(self, index)

@@ -128,7 +128,7 @@ def _schedule_conv(op: Operator, target: Target) -> Schedule:
     owb = largest_divisor(OW, 2 * lanes)
     vregs = -(-owb // lanes)
     depthwise = len(s[acc].reduce_axis) == 2
-    ocb = 1 if depthwise else largest_divisor(O, max(1, 24 // vregs))
+    ocb = 1 if depthwise else largest_divisor(O, max(1, target.accumulator_budget(vregs) // vregs))
     n, o, y, x = s[out].axis
     oo, oi = s[out].split(o, ocb)
     xo, xi = s[out].split(x, owb)

@@ -3,6 +3,10 @@
 The right-hand matrix is repacked into ``[N/bn, K, bn]`` panels so the innermost loop reads
 ``bn`` contiguous floats per ``k``: one or two vector registers, reused by every row of the
 register block. The packing is part of the declaration (a layout transform), so it is timed.
+
+When the register block does not divide the matrix (a prime number of rows, say), the product is
+accumulated over a padded domain: rows and columns past the end read the last row of A or column
+of B again (valid memory, results thrown away), and only the real ``M x N`` are written out.
 """
 from __future__ import annotations
 
@@ -18,39 +22,53 @@ from .schedule_helpers import largest_divisor, local_accumulator
 
 
 def _panel(n: int, target: Target, dtype: str) -> int:
-    """Panel width: two vector registers when they divide N."""
+    """Panel width: two vector registers when they divide N, else one, else one register padded."""
     lanes = max(1, target.lanes(DType.of(dtype)))
-    for w in (2 * lanes, lanes, 8, 4, 2):
+    for w in (2 * lanes, lanes):
         if n % w == 0:
             return w
-    return 1
+    return min(lanes, n)
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, relu: bool = False,
            transpose_b: bool = False, target: Target | None = None, name: str = "matmul",
-           panel: int | None = None) -> Operator:
+           panel: int | None = None, row_tile: int = 1) -> Operator:
     """``out = A @ B (+ bias) (then ReLU)``; ``A: [M, K]``, ``B: [K, N]`` (``[N, K]`` if ``transpose_b``).
 
-    B is repacked into panels of ``panel`` columns (default: two vector registers when that divides N).
+    B is repacked into panels of ``panel`` columns (default: from the target's vector width). The
+    product is accumulated over ``M`` rounded up to a multiple of ``row_tile`` and ``N`` rounded up
+    to a multiple of ``panel`` (see the module docstring); both round to themselves by default.
     """
+    if panel is not None and panel < 1 or row_tile < 1:
+        raise ShapeError(f"{name}: panel and row_tile must be positive, got {panel} and {row_tile}")
     A = te.placeholder((M, K), dtype, "A")
     B = te.placeholder((N, K) if transpose_b else (K, N), dtype, "B")
     bn = panel or _panel(N, target or Target.host(), dtype)
-    if N % bn:
-        raise ShapeError(f"{name}: the panel width {bn} must divide N={N}")
+    Mp, Np = -(-M // row_tile) * row_tile, -(-N // bn) * bn
+
+    def col(j):  # a column of B: past the end, the last one again
+        return te.minimum(j, N - 1) if Np > N else j
+
+    def row(i):  # a row of A: past the end, the last one again
+        return te.minimum(i, M - 1) if Mp > M else i
+
     if transpose_b:
-        PB = te.compute((N // bn, K, bn), lambda no, k, ni: B[no * bn + ni, k], "B_packed")
+        PB = te.compute((Np // bn, K, bn), lambda no, k, ni: B[col(no * bn + ni), k], "B_packed")
     else:
-        PB = te.compute((N // bn, K, bn), lambda no, k, ni: B[k, no * bn + ni], "B_packed")
+        PB = te.compute((Np // bn, K, bn), lambda no, k, ni: B[k, col(no * bn + ni)], "B_packed")
     k = te.reduce_axis(K, "k")
-    acc_name = name if not (bias or relu) else f"{name}_acc"
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), acc_name)
+    padded = (Mp, Np) != (M, N)
+    acc_name = name if not (bias or relu or padded) else f"{name}_acc"
+    C = te.compute((Mp, Np), lambda i, j: te.sum(A[row(i), k] * PB[j // bn, k, j % bn], axis=k), acc_name)
     inputs = [A, B]
     stages = [C]
+    if padded:
+        stages.append(te.compute((M, N), lambda i, j: C[i, j], name if not (bias or relu) else f"{name}_crop"))
     if bias:
         bias_t = te.placeholder((N,), dtype, "bias")
         inputs.append(bias_t)
-        stages.append(te.compute((M, N), lambda i, j: C[i, j] + bias_t[j], f"{name}_bias" if relu else name))
+        prev = stages[-1]
+        stages.append(te.compute((M, N), lambda i, j: prev[i, j] + bias_t[j], f"{name}_bias" if relu else name))
     if relu:
         prev = stages[-1]
         stages.append(te.compute((M, N), lambda i, j: te.maximum(prev[i, j], te.const(0, dtype)), name))
@@ -81,8 +99,9 @@ def _schedule(op: Operator, target: Target) -> Schedule:
     M, N = out.shape
     bn = pack.shape[2]
     lanes = max(1, target.lanes(out.dtype))
-    vec_regs = max(1, bn // lanes)
-    bm = largest_divisor(M, max(1, 24 // vec_regs))  # accumulators: bm x vec_regs registers of 32
+    vec_regs = -(-bn // lanes)
+    # rows of the register block: its accumulators (rows x vec_regs) must fit the target's registers
+    bm = largest_divisor(M, max(1, target.accumulator_budget(vec_regs) // vec_regs))
     acc = local_accumulator(s, op)  # computed per output tile, the epilogue inlined into the output
     i, j = s[out].axis
     io, ii = s[out].split(i, bm)

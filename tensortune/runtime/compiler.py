@@ -70,8 +70,14 @@ def _probe(path: str, mtime_ns: int) -> Compiler:
 def c_flags(target: Target) -> tuple[str, ...]:
     """Compiler flags for building a kernel library for ``target``."""
     flags = list(BASE_CFLAGS)
+    host = Target.host()
     if target.isa is not ISA.SCALAR:
-        flags.append("-march=native" if target.native else f"-march={_PORTABLE_MARCH[target.isa]}")
+        if target.native and target.isa is host.isa and target.arch == host.arch:
+            flags.append("-march=native")
+        else:  # another machine, or this one restricted to a narrower ISA (e.g. AVX2 code on an AVX-512 host)
+            flags.append(f"-march={_PORTABLE_MARCH[target.isa]}")
+            if target.native and target.arch == host.arch:
+                flags.append("-mtune=native")
     if target.isa is ISA.AVX512:
         # gcc 12 does not know newer CPUs: -march=native then tunes for an older core that
         # prefers 256-bit (or narrower) vectors, so ask for full-width vectors explicitly.

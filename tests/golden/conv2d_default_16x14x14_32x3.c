@@ -24,9 +24,9 @@ static void kernel_impl(const float* restrict data, const float* restrict weight
     }
   }
   #pragma omp parallel for num_threads(tt_num_threads) schedule(static)
-  for (int32_t n_o_outer_fused_y_fused = 0; n_o_outer_fused_y_fused < 56; ++n_o_outer_fused_y_fused) {
+  for (int32_t n_o_outer_fused_y_fused = 0; n_o_outer_fused_y_fused < 112; ++n_o_outer_fused_y_fused) {
     {
-      float conv2d_local[112] __attribute__((aligned(64)));
+      float conv2d_local[56] __attribute__((aligned(64)));
       *(tt_f32x8_u*)(&conv2d_local[0]) = ((tt_f32x8){} + (0.0f));
       *(tt_f32x4_u*)(&conv2d_local[8]) = ((tt_f32x4){} + (0.0f));
       *(tt_f32x2_u*)(&conv2d_local[12]) = ((tt_f32x2){} + (0.0f));
@@ -39,52 +39,28 @@ static void kernel_impl(const float* restrict data, const float* restrict weight
       *(tt_f32x8_u*)(&conv2d_local[42]) = ((tt_f32x8){} + (0.0f));
       *(tt_f32x4_u*)(&conv2d_local[50]) = ((tt_f32x4){} + (0.0f));
       *(tt_f32x2_u*)(&conv2d_local[54]) = ((tt_f32x2){} + (0.0f));
-      *(tt_f32x8_u*)(&conv2d_local[56]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x4_u*)(&conv2d_local[64]) = ((tt_f32x4){} + (0.0f));
-      *(tt_f32x2_u*)(&conv2d_local[68]) = ((tt_f32x2){} + (0.0f));
-      *(tt_f32x8_u*)(&conv2d_local[70]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x4_u*)(&conv2d_local[78]) = ((tt_f32x4){} + (0.0f));
-      *(tt_f32x2_u*)(&conv2d_local[82]) = ((tt_f32x2){} + (0.0f));
-      *(tt_f32x8_u*)(&conv2d_local[84]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x4_u*)(&conv2d_local[92]) = ((tt_f32x4){} + (0.0f));
-      *(tt_f32x2_u*)(&conv2d_local[96]) = ((tt_f32x2){} + (0.0f));
-      *(tt_f32x8_u*)(&conv2d_local[98]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x4_u*)(&conv2d_local[106]) = ((tt_f32x4){} + (0.0f));
-      *(tt_f32x2_u*)(&conv2d_local[110]) = ((tt_f32x2){} + (0.0f));
       for (int32_t rc = 0; rc < 16; ++rc) {
         for (int32_t rh = 0; rh < 3; ++rh) {
           for (int32_t rw = 0; rw < 3; ++rw) {
-            *(tt_f32x8_u*)(&conv2d_local[0]) = ((*(const tt_f32x8_u*)(&conv2d_local[0])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw]));
-            *(tt_f32x4_u*)(&conv2d_local[8]) = ((*(const tt_f32x4_u*)(&conv2d_local[8])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw]));
-            *(tt_f32x2_u*)(&conv2d_local[12]) = ((*(const tt_f32x2_u*)(&conv2d_local[12])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw]));
-            *(tt_f32x8_u*)(&conv2d_local[14]) = ((*(const tt_f32x8_u*)(&conv2d_local[14])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 144]));
-            *(tt_f32x4_u*)(&conv2d_local[22]) = ((*(const tt_f32x4_u*)(&conv2d_local[22])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 144]));
-            *(tt_f32x2_u*)(&conv2d_local[26]) = ((*(const tt_f32x2_u*)(&conv2d_local[26])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 144]));
-            *(tt_f32x8_u*)(&conv2d_local[28]) = ((*(const tt_f32x8_u*)(&conv2d_local[28])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 288]));
-            *(tt_f32x4_u*)(&conv2d_local[36]) = ((*(const tt_f32x4_u*)(&conv2d_local[36])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 288]));
-            *(tt_f32x2_u*)(&conv2d_local[40]) = ((*(const tt_f32x2_u*)(&conv2d_local[40])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 288]));
-            *(tt_f32x8_u*)(&conv2d_local[42]) = ((*(const tt_f32x8_u*)(&conv2d_local[42])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 432]));
-            *(tt_f32x4_u*)(&conv2d_local[50]) = ((*(const tt_f32x4_u*)(&conv2d_local[50])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 432]));
-            *(tt_f32x2_u*)(&conv2d_local[54]) = ((*(const tt_f32x2_u*)(&conv2d_local[54])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 432]));
-            *(tt_f32x8_u*)(&conv2d_local[56]) = ((*(const tt_f32x8_u*)(&conv2d_local[56])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 576]));
-            *(tt_f32x4_u*)(&conv2d_local[64]) = ((*(const tt_f32x4_u*)(&conv2d_local[64])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 576]));
-            *(tt_f32x2_u*)(&conv2d_local[68]) = ((*(const tt_f32x2_u*)(&conv2d_local[68])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 576]));
-            *(tt_f32x8_u*)(&conv2d_local[70]) = ((*(const tt_f32x8_u*)(&conv2d_local[70])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 720]));
-            *(tt_f32x4_u*)(&conv2d_local[78]) = ((*(const tt_f32x4_u*)(&conv2d_local[78])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 720]));
-            *(tt_f32x2_u*)(&conv2d_local[82]) = ((*(const tt_f32x2_u*)(&conv2d_local[82])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 720]));
-            *(tt_f32x8_u*)(&conv2d_local[84]) = ((*(const tt_f32x8_u*)(&conv2d_local[84])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 864]));
-            *(tt_f32x4_u*)(&conv2d_local[92]) = ((*(const tt_f32x4_u*)(&conv2d_local[92])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 864]));
-            *(tt_f32x2_u*)(&conv2d_local[96]) = ((*(const tt_f32x2_u*)(&conv2d_local[96])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 864]));
-            *(tt_f32x8_u*)(&conv2d_local[98]) = ((*(const tt_f32x8_u*)(&conv2d_local[98])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 1008]));
-            *(tt_f32x4_u*)(&conv2d_local[106]) = ((*(const tt_f32x4_u*)(&conv2d_local[106])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 1008]));
-            *(tt_f32x2_u*)(&conv2d_local[110]) = ((*(const tt_f32x2_u*)(&conv2d_local[110])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1152 + rc * 9 + rh * 3 + rw + 1008]));
+            *(tt_f32x8_u*)(&conv2d_local[0]) = ((*(const tt_f32x8_u*)(&conv2d_local[0])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw]));
+            *(tt_f32x4_u*)(&conv2d_local[8]) = ((*(const tt_f32x4_u*)(&conv2d_local[8])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw]));
+            *(tt_f32x2_u*)(&conv2d_local[12]) = ((*(const tt_f32x2_u*)(&conv2d_local[12])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw]));
+            *(tt_f32x8_u*)(&conv2d_local[14]) = ((*(const tt_f32x8_u*)(&conv2d_local[14])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 144]));
+            *(tt_f32x4_u*)(&conv2d_local[22]) = ((*(const tt_f32x4_u*)(&conv2d_local[22])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 144]));
+            *(tt_f32x2_u*)(&conv2d_local[26]) = ((*(const tt_f32x2_u*)(&conv2d_local[26])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 144]));
+            *(tt_f32x8_u*)(&conv2d_local[28]) = ((*(const tt_f32x8_u*)(&conv2d_local[28])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 288]));
+            *(tt_f32x4_u*)(&conv2d_local[36]) = ((*(const tt_f32x4_u*)(&conv2d_local[36])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 288]));
+            *(tt_f32x2_u*)(&conv2d_local[40]) = ((*(const tt_f32x2_u*)(&conv2d_local[40])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 288]));
+            *(tt_f32x8_u*)(&conv2d_local[42]) = ((*(const tt_f32x8_u*)(&conv2d_local[42])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 432]));
+            *(tt_f32x4_u*)(&conv2d_local[50]) = ((*(const tt_f32x4_u*)(&conv2d_local[50])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 432]));
+            *(tt_f32x2_u*)(&conv2d_local[54]) = ((*(const tt_f32x2_u*)(&conv2d_local[54])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 432]));
           }
         }
       }
-      for (int32_t o_inner = 0; o_inner < 8; ++o_inner) {
-        *(tt_f32x8_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1568 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14]) = (*(const tt_f32x8_u*)(&conv2d_local[o_inner * 14]));
-        *(tt_f32x4_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1568 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14 + 8]) = (*(const tt_f32x4_u*)(&conv2d_local[o_inner * 14 + 8]));
-        *(tt_f32x2_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 1568 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14 + 12]) = (*(const tt_f32x2_u*)(&conv2d_local[o_inner * 14 + 12]));
+      for (int32_t o_inner = 0; o_inner < 4; ++o_inner) {
+        *(tt_f32x8_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 784 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14]) = (*(const tt_f32x8_u*)(&conv2d_local[o_inner * 14]));
+        *(tt_f32x4_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 784 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14 + 8]) = (*(const tt_f32x4_u*)(&conv2d_local[o_inner * 14 + 8]));
+        *(tt_f32x2_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 784 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14 + 12]) = (*(const tt_f32x2_u*)(&conv2d_local[o_inner * 14 + 12]));
       }
     }
   }

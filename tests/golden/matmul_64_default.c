@@ -19,9 +19,9 @@ static void kernel_impl(const float* restrict A, const float* restrict B, float*
     }
   }
   #pragma omp parallel for num_threads(tt_num_threads) schedule(static)
-  for (int32_t j_outer_i_outer_fused = 0; j_outer_i_outer_fused < 32; ++j_outer_i_outer_fused) {
+  for (int32_t j_outer_i_outer_fused = 0; j_outer_i_outer_fused < 64; ++j_outer_i_outer_fused) {
     {
-      float matmul_local[128] __attribute__((aligned(64)));
+      float matmul_local[64] __attribute__((aligned(64)));
       *(tt_f32x8_u*)(&matmul_local[0]) = ((tt_f32x8){} + (0.0f));
       *(tt_f32x8_u*)(&matmul_local[8]) = ((tt_f32x8){} + (0.0f));
       *(tt_f32x8_u*)(&matmul_local[16]) = ((tt_f32x8){} + (0.0f));
@@ -30,35 +30,19 @@ static void kernel_impl(const float* restrict A, const float* restrict B, float*
       *(tt_f32x8_u*)(&matmul_local[40]) = ((tt_f32x8){} + (0.0f));
       *(tt_f32x8_u*)(&matmul_local[48]) = ((tt_f32x8){} + (0.0f));
       *(tt_f32x8_u*)(&matmul_local[56]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[64]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[72]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[80]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[88]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[96]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[104]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[112]) = ((tt_f32x8){} + (0.0f));
-      *(tt_f32x8_u*)(&matmul_local[120]) = ((tt_f32x8){} + (0.0f));
       for (int32_t k_1 = 0; k_1 < 64; ++k_1) {
-        *(tt_f32x8_u*)(&matmul_local[0]) = ((*(const tt_f32x8_u*)(&matmul_local[0])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[8]) = ((*(const tt_f32x8_u*)(&matmul_local[8])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[16]) = ((*(const tt_f32x8_u*)(&matmul_local[16])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[24]) = ((*(const tt_f32x8_u*)(&matmul_local[24])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[32]) = ((*(const tt_f32x8_u*)(&matmul_local[32])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[40]) = ((*(const tt_f32x8_u*)(&matmul_local[40])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[48]) = ((*(const tt_f32x8_u*)(&matmul_local[48])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[56]) = ((*(const tt_f32x8_u*)(&matmul_local[56])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[64]) = ((*(const tt_f32x8_u*)(&matmul_local[64])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 256] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[72]) = ((*(const tt_f32x8_u*)(&matmul_local[72])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 256] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[80]) = ((*(const tt_f32x8_u*)(&matmul_local[80])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 320] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[88]) = ((*(const tt_f32x8_u*)(&matmul_local[88])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 320] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[96]) = ((*(const tt_f32x8_u*)(&matmul_local[96])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 384] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[104]) = ((*(const tt_f32x8_u*)(&matmul_local[104])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 384] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[112]) = ((*(const tt_f32x8_u*)(&matmul_local[112])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 448] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[120]) = ((*(const tt_f32x8_u*)(&matmul_local[120])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + k_1 + 448] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 8) * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[0]) = ((*(const tt_f32x8_u*)(&matmul_local[0])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[8]) = ((*(const tt_f32x8_u*)(&matmul_local[8])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[16]) = ((*(const tt_f32x8_u*)(&matmul_local[16])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[24]) = ((*(const tt_f32x8_u*)(&matmul_local[24])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[32]) = ((*(const tt_f32x8_u*)(&matmul_local[32])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[40]) = ((*(const tt_f32x8_u*)(&matmul_local[40])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[48]) = ((*(const tt_f32x8_u*)(&matmul_local[48])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[56]) = ((*(const tt_f32x8_u*)(&matmul_local[56])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
       }
-      for (int32_t i_inner = 0; i_inner < 8; ++i_inner) {
-        *(tt_f32x8_u*)(&matmul[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + i_inner * 64 + tt_floordiv_i32(j_outer_i_outer_fused, 8) * 16]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16]));
-        *(tt_f32x8_u*)(&matmul[tt_floormod_i32(j_outer_i_outer_fused, 8) * 512 + i_inner * 64 + tt_floordiv_i32(j_outer_i_outer_fused, 8) * 16 + 8]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16 + 8]));
+      for (int32_t i_inner = 0; i_inner < 4; ++i_inner) {
+        *(tt_f32x8_u*)(&matmul[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + i_inner * 64 + tt_floordiv_i32(j_outer_i_outer_fused, 16) * 16]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16]));
+        *(tt_f32x8_u*)(&matmul[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + i_inner * 64 + tt_floordiv_i32(j_outer_i_outer_fused, 16) * 16 + 8]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16 + 8]));
       }
     }
   }

@@ -1,8 +1,12 @@
 """Convolution templates for CPUs with pre-packed weights: NCHW input and output, or (the packed
-view, ``conv2d_nchwc_packed``) the NCHW16c layout a compiled network keeps between layers.
+view, ``conv2d_nchwc_packed``) the NCHW[x]c layout a compiled network keeps between layers, with
+blocks of one vector of the target (NCHW16c on AVX-512, NCHW8c on AVX2, NCHW4c on NEON).
 
-Each accumulates a register tile of ``reg_n`` output columns x ``ob`` output channels (``ob``
-channels are vector lanes), computed at a tile loop of the NCHW output and unpacked there.
+Each accumulates a register tile of ``tile_ow[-1]`` output columns x the output channels of one
+channel block (vectors of the target's lanes), computed at a tile loop of the output and written
+back there. Its accumulators plus the operand vectors of one step must fit the target's vector
+registers; the space holds no other tile. The column tile need not divide the output width: the
+convolution is then accumulated over the width padded to whole tiles (see ``ops.conv_packed``).
 The knobs choose the channel blocks, the row/column tiling, the order of outer and reduction
 loops, unrolling and the parallel loops.
 """
@@ -13,29 +17,44 @@ from ...ops import (Operator, Part, conv2d_nchwc, conv2d_nchwc_packed, conv2d_sp
 from ...ops.conv import conv_out_size
 from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
 from ...schedule import Axis, Schedule, StageHandle, create_schedule
+from ...target import Target
 from ..space import SplitEntity
 from ..task import template
 
-#: accumulator registers available for the register tile (of 32 on AVX-512; leave some for operands)
-MAX_ACC_REGS = 28
-LANES = 16  # float32 lanes of an AVX-512 register; only used to bound the register tile in the filter
+MAX_BLOCK_VECTORS = 4  # widest channel block of the register tile, in vector registers
 
 
-def _channel_block(e: SplitEntity) -> bool:
-    """Blocks of whole vectors (multiples of 8 lanes, at most 64), or all channels when they are few."""
-    return e.size[-1] <= 64 and (e.size[-1] % 8 == 0 or e.size[0] == 1)
+def _vectors(channels: int, lanes: int) -> int:
+    return -(-channels // lanes)
 
 
-def _define_tiles(cfg, channels: int, oh: int, ow: int, block_name: str) -> None:
-    cfg.define_split(block_name, channels, num_outputs=2, filter=_channel_block)
+def fits_registers(target: Target, columns: int, vectors: int) -> bool:
+    """Whether ``columns`` x ``vectors`` accumulators and the ``vectors`` operand registers of one step
+    (plus a broadcast) fit the target's vector registers."""
+    return columns * vectors <= target.accumulator_budget(vectors)
+
+
+def _define_column_tiles(cfg, ow: int) -> None:
+    """``tile_ow``: (outer, middle, register tile) columns; register tiles up to the accumulator budget."""
+    cfg.define_split("tile_ow", ow, num_outputs=3, policy="tiles",
+                     inner=range(1, cfg.target.accumulator_budget(1) + 1))
+
+
+def _define_tiles(cfg, channels: int, oh: int, ow: int, block_name: str, dtype: str) -> None:
+    target, lanes = cfg.target, cfg.target.lanes(dtype)
+
+    def channel_block(e: SplitEntity) -> bool:  # whole or half vectors (a few), or all channels when few
+        return e.size[-1] <= MAX_BLOCK_VECTORS * lanes and (e.size[-1] % max(1, lanes // 2) == 0 or e.size[0] == 1)
+
+    cfg.define_split(block_name, channels, num_outputs=2, filter=channel_block)
     cfg.define_split("tile_oh", oh, num_outputs=2)
-    cfg.define_split("tile_ow", ow, num_outputs=3, filter=lambda e: e.size[-1] <= 32)
+    _define_column_tiles(cfg, ow)
     cfg.define_reorder("reorder_outer", [0, 1, 2], policy="all")
     cfg.define_knob("parallel", ["fuse1", "fuse2"])
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_knob("vectorize_unpack", [True, False])
     cfg.define_knob("unroll_unpack", [False, True])
-    cfg.add_filter(lambda c: c["tile_ow"].size[-1] * -(-c[block_name].size[-1] // LANES) <= MAX_ACC_REGS)
+    cfg.add_filter(lambda c: fits_registers(target, c["tile_ow"].size[-1], _vectors(c[block_name].size[-1], lanes)))
 
 
 def _tile_output(cfg, out: StageHandle, n: Axis, oo: Axis, oi: Axis, y: Axis, x: Axis,
@@ -56,7 +75,7 @@ def _tile_output(cfg, out: StageHandle, n: Axis, oo: Axis, oi: Axis, y: Axis, x:
 
 
 def _schedule(cfg, op: Operator, block_name: str, reduce_order: list[int] | None) -> Schedule:
-    """Shared schedule of the channel-blocked convolutions (see the module docstring)."""
+    """Shared schedule of the channel-blocked convolutions with NCHW output (see the module docstring)."""
     s = create_schedule(op.output)
     out, conv = s[op.output], s[op.part(Part.ACCUMULATOR)]
     parallel_input_transform(s, op)
@@ -83,15 +102,20 @@ def _schedule(cfg, op: Operator, block_name: str, reduce_order: list[int] | None
     return s
 
 
+def _out_size(H: int, W: int, K: int, stride: int, pad: int, what: str) -> tuple[int, int]:
+    return conv_out_size(H, K, stride, pad, what), conv_out_size(W, K, stride, pad, what)
+
+
 @template("conv2d_nchwc")
 def conv2d_nchwc_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
                           dtype: str = "float32"):
     """NCHW[x]c conv2d: input channels blocked (tile_ic), output channels in vector lanes (tile_oc)."""
-    oh, ow = conv_out_size(H, K, stride, pad, "conv2d"), conv_out_size(W, K, stride, pad, "conv2d")
+    oh, ow = _out_size(H, W, K, stride, pad, "conv2d")
     cfg.define_split("tile_ic", C, num_outputs=2, filter=lambda e: e.size[-1] <= 64)
-    _define_tiles(cfg, O, oh, ow, "tile_oc")
+    _define_tiles(cfg, O, oh, ow, "tile_oc", dtype)
     cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (ic outer, kh, kw)
-    op = conv2d_nchwc(N, C, H, W, O, K, stride, pad, cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1], dtype)
+    op = conv2d_nchwc(N, C, H, W, O, K, stride, pad, cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1], dtype,
+                      ow_tile=cfg["tile_ow"].size[-1])
     return _schedule(cfg, op, "tile_oc", list(cfg["reorder_reduce"].perm)), op
 
 
@@ -99,11 +123,12 @@ def conv2d_nchwc_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, s
 def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
                                  pad: int = 0, dtype: str = "float32"):
     """Spatial-pack conv2d: NCHW input read in place, output channels in vector lanes (tile_oc)."""
-    oh, ow = conv_out_size(H, K, stride, pad, "conv2d"), conv_out_size(W, K, stride, pad, "conv2d")
-    _define_tiles(cfg, O, oh, ow, "tile_oc")
+    oh, ow = _out_size(H, W, K, stride, pad, "conv2d")
+    _define_tiles(cfg, O, oh, ow, "tile_oc", dtype)
     cfg.define_split("tile_rc", C, num_outputs=2)
     cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (rc inner, kh, kw)
-    op = conv2d_spatial_pack(N, C, H, W, O, K, stride, pad, cfg["tile_oc"].size[-1], dtype)
+    op = conv2d_spatial_pack(N, C, H, W, O, K, stride, pad, cfg["tile_oc"].size[-1], dtype,
+                             ow_tile=cfg["tile_ow"].size[-1])
     s = _schedule(cfg, op, "tile_oc", None)
     conv = s[op.part(Part.ACCUMULATOR)]
     rc, kh, kw = conv.reduce_axis
@@ -117,25 +142,28 @@ def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
 @template("conv2d_nchwc_packed")
 def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
                                  pad: int = 0, dtype: str = "float32"):
-    """Conv2d on NCHW16c tensors (layout transforms outside the kernel, as inside a network).
+    """Conv2d on NCHW[x]c tensors (layout transforms outside the kernel, as inside a network).
 
-    The register tile is ``tile_ow`` columns x ``tile_oc`` vectors of 16 output channels, accumulated
-    in a local buffer over (input-channel block, kh, kw) in the order ``reorder_reduce`` and the
-    16 channels of each input block, then written back once.
+    The register tile is ``tile_ow`` columns x ``tile_oc`` blocks of one vector of output channels,
+    accumulated in a local buffer over (input-channel block, kh, kw) in the order ``reorder_reduce``
+    and the channels of each input block, then written back once.
     """
-    oh, ow = conv_out_size(H, K, stride, pad, "conv2d"), conv_out_size(W, K, stride, pad, "conv2d")
-    icb, ocb = packed_blocks(C, O, LANES)
-    op = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype)
-    vectors = -(-ocb // LANES)
-    cfg.define_split("tile_oc", O // ocb, num_outputs=2, filter=lambda e: e.size[-1] * vectors <= 4)
+    target = cfg.target
+    lanes = target.lanes(dtype)
+    oh, ow = _out_size(H, W, K, stride, pad, "conv2d")
+    icb, ocb = packed_blocks(C, O, lanes)
+    vectors = _vectors(ocb, lanes)
+    cfg.define_split("tile_oc", O // ocb, num_outputs=2,
+                     filter=lambda e: e.size[-1] * vectors <= MAX_BLOCK_VECTORS)
     cfg.define_split("tile_oh", oh, num_outputs=2)
-    cfg.define_split("tile_ow", ow, num_outputs=3, filter=lambda e: e.size[-1] <= 32)
+    _define_column_tiles(cfg, ow)
     cfg.define_reorder("reorder_outer", [0, 1, 2], policy="all")
     cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (ic block, kh, kw)
     cfg.define_knob("parallel", ["fuse1", "fuse2"])
     cfg.define_knob("unroll_kw", [True, False])
-    cfg.add_filter(lambda c: c["tile_ow"].size[-1] * c["tile_oc"].size[-1] * vectors <= MAX_ACC_REGS)
+    cfg.add_filter(lambda c: fits_registers(target, c["tile_ow"].size[-1], c["tile_oc"].size[-1] * vectors))
 
+    op = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype, ow_tile=cfg["tile_ow"].size[-1])
     s = create_schedule(op.output)
     out, acc = s[op.output], s[local_accumulator(s, op)]
     parallel_input_transform(s, op)
@@ -159,8 +187,9 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
 def depthwise_conv2d_template(cfg, N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
                               dtype: str = "float32"):
     """Depthwise conv2d with channels blocked into vector lanes (tile_c)."""
-    oh, ow = conv_out_size(H, K, stride, pad, "depthwise_conv2d"), conv_out_size(W, K, stride, pad, "depthwise_conv2d")
-    _define_tiles(cfg, C, oh, ow, "tile_c")
+    oh, ow = _out_size(H, W, K, stride, pad, "depthwise_conv2d")
+    _define_tiles(cfg, C, oh, ow, "tile_c", dtype)
     cfg.define_reorder("reorder_reduce", [0, 1], policy="all")  # order of (kh, kw)
-    op = depthwise_conv2d_nchwc(N, C, H, W, K, stride, pad, cfg["tile_c"].size[-1], dtype)
+    op = depthwise_conv2d_nchwc(N, C, H, W, K, stride, pad, cfg["tile_c"].size[-1], dtype,
+                                ow_tile=cfg["tile_ow"].size[-1])
     return _schedule(cfg, op, "tile_c", list(cfg["reorder_reduce"].perm)), op

@@ -1,4 +1,10 @@
-"""Matmul / dense template for CPUs: packed B panels, a register block, K tiling, parallel tiles."""
+"""Matmul / dense template for CPUs: packed B panels, a register block, K tiling, parallel tiles.
+
+The register block is ``tile_y[-1]`` rows x ``tile_x[-1]`` columns (the panel width, whole vectors of
+the target). Its accumulators plus the operand vectors of one step must fit the target's vector
+registers; the space holds no other block. Block sizes need not divide M or N: the product is then
+accumulated over the matrix padded to whole blocks and cropped (see ``ops.matmul``).
+"""
 from __future__ import annotations
 
 from ...ops import Part, matmul
@@ -6,20 +12,33 @@ from ...ops.schedule_helpers import local_accumulator
 from ...schedule import create_schedule
 from ..task import template
 
+MAX_PANEL_VECTORS = 4  # widest panel, in vector registers
+
+
+def register_block(cfg, lanes: int) -> tuple[int, int]:
+    """(accumulator registers, operand registers) of the config's register block."""
+    vectors = -(-cfg["tile_x"].size[-1] // lanes)
+    return cfg["tile_y"].size[-1] * vectors, vectors
+
 
 @template("matmul")
 def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, relu: bool = False,
                     transpose_b: bool = False):
     """C = A @ B (+bias, ReLU): rows x panel-width register blocks over packed panels of B."""
-    # The panel width is the innermost x factor; it must divide N because B is packed in whole panels.
-    cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= 16)
-    cfg.define_split("tile_x", N, num_outputs=3, filter=lambda e: e.size[-1] <= 64)
+    target = cfg.target
+    lanes = target.lanes(dtype)
+    widest = MAX_PANEL_VECTORS * lanes  # panels: whole vectors (padded), or any divisor of N up to that width
+    panels = sorted({lanes * v for v in range(1, MAX_PANEL_VECTORS + 1)} | {d for d in range(1, widest + 1)
+                                                                            if N % d == 0})
+    cfg.define_split("tile_y", M, num_outputs=3, policy="tiles", inner=range(1, target.accumulator_budget(1) + 1))
+    cfg.define_split("tile_x", N, num_outputs=3, policy="tiles", inner=panels)
     cfg.define_split("tile_k", K, num_outputs=2)
     cfg.define_reorder("order", [0, 1], policy="all")  # yt/xt order inside a parallel chunk
     cfg.define_knob("unroll_k", [1, 2, 4])
     cfg.define_knob("parallel", ["outer", "outer_fused", "none"])
-    bn = cfg["tile_x"].size[-1]
-    op = matmul(M, N, K, dtype, bias, relu, transpose_b, target=cfg.target, panel=bn)
+    cfg.add_filter(lambda c: _fits(c, target, lanes))
+    bm, bn = cfg["tile_y"].size[-1], cfg["tile_x"].size[-1]
+    op = matmul(M, N, K, dtype, bias, relu, transpose_b, target=target, panel=bn, row_tile=bm)
     s = create_schedule(op.output)
     out, pack = op.output, op.part(Part.PACKED_WEIGHT)
     acc = local_accumulator(s, op)
@@ -52,3 +71,8 @@ def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: b
         s[pack].parallel(no)
     s[pack].vectorize(ni)
     return s, op
+
+
+def _fits(cfg, target, lanes: int) -> bool:
+    accumulators, operands = register_block(cfg, lanes)
+    return accumulators <= target.accumulator_budget(operands)
