@@ -16,7 +16,10 @@ from .codegen import codegen_c
 from .ir import PrimFunc, Store
 from .lower import lower
 from .runtime import ArgSpec, Module, compile_shared
-from .runtime.compiler import cached_library
+from .runtime.compiler import cached_library, find_compiler
+from .runtime.cross import is_foreign
+from .runtime.emulator import EmulatedModule, find_emulator
+from .runtime.module import BaseModule
 from .schedule import Schedule
 from .target import Target, TargetError, TargetKind
 from .te import Tensor
@@ -57,10 +60,12 @@ class Library:
         """The library as a file in this machine's cache (written from ``data`` when absent)."""
         return cached_library(self.key, self.data)
 
-    def load(self, num_threads: int | None = None) -> Module:
-        """The kernel, loaded and callable on numpy arrays."""
-        return Module(self.path(), self.entry, self.args, self.workspaces, source=self.source,
-                      num_threads=num_threads)
+    def load(self, num_threads: int | None = None) -> BaseModule:
+        """The kernel, callable on numpy arrays: a ``Module`` loaded into this process, or for a target of
+        another architecture an ``EmulatedModule`` (raises ``EmulatorNotFoundError`` naming what to install)."""
+        target = Target.parse(self.target)
+        kind = EmulatedModule if is_foreign(target) else Module
+        return kind(self.path(), self.entry, self.args, self.workspaces, self.source, num_threads, target)
 
 
 def backend_of(target: Target) -> Backend:
@@ -103,12 +108,22 @@ def resolve_target(target: Target | str | None) -> Target:
     return Target.parse(target) if isinstance(target, str) else (target or Target.host())
 
 
+def check_toolchain(target: Target) -> None:
+    """Raise now, saying what to install, if this machine cannot build kernels for ``target`` and run them
+    (``CompilerNotFoundError``, ``EmulatorNotFoundError``); a tuning run calls it before its first build."""
+    find_compiler(target)
+    if is_foreign(target):
+        find_emulator(target)
+
+
 def build(sch: Schedule, args: Sequence[Tensor] | None = None, target: Target | str | None = None,
-          name: str = "kernel", num_threads: int | None = None) -> Module:
+          name: str = "kernel", num_threads: int | None = None) -> BaseModule:
     """Compile a schedule for ``target`` (default: this machine) and load it.
 
     ``args`` orders the arrays the kernel takes (default: the inputs in declaration order, then the
     outputs). The returned module also carries the lowered IR as ``module.ir`` and the C as ``module.source``.
+    A target of another architecture (``"c -isa=neon -cores=2 -arch=aarch64"`` on an x86 machine) is
+    cross-compiled and runs under an emulator (``EmulatedModule``: right results, meaningless timings).
     """
     tgt = resolve_target(target)
     analyzer = Analyzer()

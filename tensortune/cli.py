@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--shape", nargs="+", metavar="NAME=VALUE", help="shape parameters, e.g. M=512 N=512 K=512")
     t.add_argument("--workload", metavar="TABLE:NAME", help="a shipped workload, e.g. resnet18:C6 or mobilenet:D3")
     t.add_argument("--template", help="schedule template (default: the operator's default template)")
+    t.add_argument("--target", metavar="TARGET",
+                   help="the CPU to tune for, e.g. 'c -isa=neon -cores=2 -arch=aarch64' (default: this machine); "
+                        "another architecture is cross-compiled and run under an emulator (qemu): results are "
+                        "checked, timings mean nothing")
     t.add_argument("--tuner", choices=list(TUNERS), default="xgb",
                    help="search strategy (default: xgb, the learned cost model; random: the model-free baseline)")
     t.add_argument("--trials", type=_positive, default=64, help="trials in total, the log's included (default 64)")
@@ -170,8 +174,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .autotvm.catalog import WorkloadCatalog
     from .autotvm.measure import MeasureOptions, Measurer, RunOptions
     from .autotvm.tune import tune
+    from .build import check_toolchain
 
     task = _task_from_args(args)
+    check_toolchain(task.target)  # a missing cross compiler or emulator is one line now, not a failed trial each
     _check_log_writable(args.log)
     if args.history is not None and not os.path.isfile(args.history):
         raise CLIError(f"no such history log: {args.history}")
@@ -201,7 +207,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         "trials": len(result.history), "new_trials": result.n_measured,
         "resumed_trials": len(result.history) - result.n_measured, "failures": dict(failures),
         "stop_reason": result.stop_reason, "log": str(args.log), "wall_s": wall,
-        "build_s": measurer.stats.build_s, "run_s": measurer.stats.run_s,
+        "build_s": measurer.stats.build_s, "run_s": measurer.stats.run_s, "emulated": result.emulated,
     }
     if args.json:
         print(json.dumps(summary))
@@ -215,11 +221,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _task_from_args(args: argparse.Namespace) -> Task:
     from .autotvm.catalog import OPERATORS, create_task, task_from_workload
+    from .target import Target
 
+    target = Target.parse(args.target) if args.target is not None else None
     if args.workload is not None:
         if args.operator is not None or args.shape is not None:
             raise CLIError("give either --workload or an operator with --shape, not both")
-        return task_from_workload(args.workload, args.template)
+        return task_from_workload(args.workload, args.template, target)
     if args.operator is None:
         _operator_after_shape(args)
         raise CLIError("name an operator (matmul, conv2d, depthwise_conv2d) with --shape, or give --workload "
@@ -229,7 +237,7 @@ def _task_from_args(args: argparse.Namespace) -> Task:
     if args.shape is None:
         names = " ".join(f"{n}=..." for n in OPERATORS[args.operator][0])
         raise CLIError(f"{args.operator} needs --shape {names}")
-    return create_task(args.operator, parse_shape(args.shape), args.template)
+    return create_task(args.operator, parse_shape(args.shape), args.template, target)
 
 
 def _operator_after_shape(args: argparse.Namespace) -> None:
@@ -253,6 +261,8 @@ def _check_log_writable(path: str) -> None:
 
 
 def _print_tune_summary(s: dict) -> None:
+    from .autotvm.tune import EMULATED_NOTE
+
     name = f"  [{s['workload']}]" if s["workload"] else ""
     print(f"task      {s['task']}{name}")
     if s["best_config"] is not None:
@@ -267,6 +277,8 @@ def _print_tune_summary(s: dict) -> None:
         print(f"failed    {sum(s['failures'].values())} ({kinds})")
     print(f"time      {s['wall_s']:.1f} s (compiling {s['build_s']:.1f} s, running {s['run_s']:.1f} s)")
     print(f"log       {s['log']}")
+    if s["emulated"]:
+        print(f"note      {EMULATED_NOTE}")
 
 
 # ------------------------------------------------------------------------------------------- reading logs
@@ -313,6 +325,7 @@ def _report_warnings(path: str, caught: list[warnings.WarningMessage]) -> None:
 
 def cmd_best(args: argparse.Namespace) -> int:
     from .autotvm.catalog import WorkloadCatalog
+    from .autotvm.tune import EMULATED_NOTE
 
     catalog = WorkloadCatalog()
     rows = [{
@@ -320,7 +333,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         "template": b.record.template, "args": list(b.record.args), "target": b.record.target,
         "gflops": b.gflops, "time_s": b.record.mean_cost, "costs": list(b.record.costs),
         "config_index": b.record.config_index, "config": b.record.config,
-        "records": b.n_records, "ok_records": b.n_ok, "version": b.record.version,
+        "records": b.n_records, "ok_records": b.n_ok, "version": b.record.version, "emulated": b.record.emulated,
     } for b in _best_records(args.log, args.workload, catalog)]
     if args.json:
         print(json.dumps({"log": args.log, "best": rows}))
@@ -334,6 +347,8 @@ def cmd_best(args: argparse.Namespace) -> int:
         print(f"  template  {r['template']}")
         print(f"  target    {r['target']}")
         print(f"  records   {r['records']} ({r['ok_records']} successful)")
+        if r["emulated"]:
+            print(f"  note      {EMULATED_NOTE}")
     return EXIT_OK
 
 
@@ -366,6 +381,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .autotvm.catalog import WorkloadCatalog
     from .benchmarking.compare import compare_kernels
     from .env import settings
+    from .runtime.cross import is_foreign
 
     threads = args.threads or settings().num_threads
     catalog = WorkloadCatalog()
@@ -373,12 +389,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
                               "min_repeat_ms": MIN_REPEAT_MS, "workloads": []}
     status = EXIT_OK
     for b in _best_records(args.log, args.workload, catalog):
+        if is_foreign(b.task.target):
+            _show_warning(f"skipping {catalog.label(b.task)}: tuned for {b.task.target.arch}, which this machine can "
+                          "only emulate (its timings would mean nothing); run bench on a machine of that "
+                          "architecture", UserWarning, "", 0)
+            continue
         kernels = compare_kernels(b.task, b.record.config_index, threads, args.repeat, MIN_REPEAT_MS)
         report["workloads"].append({"workload": catalog.name_of(b.task), "task": str(b.task),
                                     "config_index": b.record.config_index, "flops": b.task.flops,
                                     "kernels": kernels})
         if "error" in kernels["tensortune"]:
             status = EXIT_FAILED
+    if not report["workloads"]:
+        raise CLIError(f"nothing to benchmark in {args.log}: its workloads were tuned for another architecture")
     if args.json:
         print(json.dumps(report))
     else:

@@ -1,11 +1,12 @@
 """Settings read from the environment. This is the only module that reads environment variables.
 
-| Variable                 | Meaning                                        | Default               |
-|--------------------------|------------------------------------------------|-----------------------|
-| ``CC``                   | C compiler (name on PATH or path)              | first of cc/gcc/clang |
-| ``TENSORTUNE_CACHE_DIR`` | where compiled kernels are cached              | ``~/.cache/tensortune`` |
-| ``TENSORTUNE_NUM_THREADS`` | default thread count of kernels              | number of usable cores |
-| ``TENSORTUNE_CFLAGS``    | extra compiler flags (shell-quoted)            | none                  |
+| Variable                   | Meaning                                            | Default                   |
+|----------------------------|----------------------------------------------------|---------------------------|
+| ``CC``                     | C compiler (name on PATH or path)                  | first of cc/gcc/clang     |
+| ``TENSORTUNE_CACHE_DIR``   | where compiled kernels are cached                  | ``~/.cache/tensortune``   |
+| ``TENSORTUNE_NUM_THREADS`` | default thread count of kernels                    | number of usable cores    |
+| ``TENSORTUNE_CFLAGS``      | extra compiler flags (shell-quoted)                | none                      |
+| ``TENSORTUNE_CC_AARCH64``  | cross compiler for ``-arch=aarch64`` on other CPUs | ``aarch64-linux-gnu-gcc`` |
 """
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from .errors import TensortuneError
 
 DEFAULT_CACHE_DIR = Path("~/.cache/tensortune")
+#: architectures whose cross compiler a setting names (``cross_cc_variable``)
+CROSS_ARCHES = ("aarch64",)
 
 
 class SettingsError(TensortuneError, ValueError):
@@ -33,6 +37,7 @@ class Settings:
     cache_dir: Path
     num_threads: int
     cflags: tuple[str, ...]
+    cross_cc: Mapping[str, str]  # arch -> cross compiler (name on PATH or path), for the arches set
 
 
 def settings() -> Settings:
@@ -42,7 +47,13 @@ def settings() -> Settings:
         cache_dir=_cache_dir(_get("TENSORTUNE_CACHE_DIR")),
         num_threads=_num_threads(_get("TENSORTUNE_NUM_THREADS")),
         cflags=_cflags(_get("TENSORTUNE_CFLAGS")),
+        cross_cc={arch: cc for arch in CROSS_ARCHES if (cc := _get(cross_cc_variable(arch))) is not None},
     )
+
+
+def cross_cc_variable(arch: str) -> str:
+    """The variable that names the cross compiler for ``arch``: ``TENSORTUNE_CC_AARCH64`` for aarch64."""
+    return f"TENSORTUNE_CC_{arch.upper()}"
 
 
 def usable_cores() -> int:

@@ -55,3 +55,7 @@ class CompileTimeoutError(CompileError):
 
 class ArgumentError(TensortuneError, ValueError):
     """A compiled kernel was called with arrays of the wrong number, shape, dtype or layout."""
+
+
+class EmulatorNotFoundError(TensortuneError, RuntimeError):
+    """Kernels of another architecture cannot run here: no emulator (or no libraries for it) is installed."""

@@ -167,6 +167,8 @@ USER_ERRORS = [
     (["show", "{tmp}/missing.json"], "no such log file"),
     (["bench", "{tmp}/missing.json"], "no such log file"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["tune", "matmul", "--shape", "M=4", "N=4", "K=4", "--target", "c -isa=sse -cores=2 -arch=x86_64", "--log",
+      "{log}"], "'sse'"),
 ]
 
 

@@ -61,14 +61,22 @@ def test_random_matmul_configs_measure_ok(measurer):
 
 
 def test_build_failures_are_classified_and_the_batch_goes_on(measurer):
-    # A target of the other architecture: lowering and codegen work, the C compiler rejects the flags.
-    foreign = (Target(ISA.AVX2, 2, "x86_64") if HOST.arch == "aarch64" else Target(ISA.NEON, 2, "aarch64"))
-    cross = MeasureInput(Task(faulty_template, (16,), foreign), MODES["ok"])
-    results = measurer([faulty("invalid"), good(), cross, good()])
+    # An architecture tensortune has no cross compiler for: lowering and codegen work, compiling cannot.
+    foreign = MeasureInput(Task(faulty_template, (16,), Target(ISA.SCALAR, 2, "riscv64")), MODES["ok"])
+    results = measurer([faulty("invalid"), good(), foreign, good()])
     assert kinds(results) == [ErrorKind.INVALID_CONFIG, ErrorKind.NONE, ErrorKind.COMPILE_ERROR, ErrorKind.NONE]
     assert "ScheduleError" in results[0].error_msg and "split factor" in results[0].error_msg
-    assert results[2].error_msg.startswith("C compilation failed:\n") and "error" in results[2].error_msg
+    assert "CompilerNotFoundError" in results[2].error_msg and "riscv64" in results[2].error_msg
     assert results[0].costs == () and results[0].mean_cost == float("inf")
+
+
+def test_compiler_errors_keep_the_compiler_output(monkeypatch):
+    monkeypatch.setenv("TENSORTUNE_CFLAGS", "-fno-such-flag")  # read by the build worker, spawned after this
+    with LocalBuilder(BuildOptions(n_parallel=1)) as builder:
+        [result] = builder.build([good()])
+    assert result.error_kind is ErrorKind.COMPILE_ERROR
+    assert result.error_msg.startswith("C compilation failed:\n") and "-fno-such-flag" in result.error_msg
+    assert "int32_t kernel(void** args" in result.source
 
 
 def test_wrong_answer_is_caught_unless_checking_is_off(measurer):

@@ -91,6 +91,17 @@ def test_records_round_trip_with_every_field(tmp_path):
     assert line["error_kind"] == "NONE"
 
 
+def test_emulated_is_an_optional_field_written_only_when_true(tmp_path):
+    log = tmp_path / "log.jsonl"
+    t = task()
+    emulated = MeasureResult((1e-3,), ErrorKind.NONE, "", 0.5, 1000.0, emulated=True)
+    append_records(log, pairs(t, [(1, ok(1.0)), (2, emulated)]))
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert "emulated" not in lines[0] and lines[1]["emulated"] is True  # native lines are as format 1 always was
+    recs = load_records(log)
+    assert [r.emulated for r in recs] == [False, True] and recs[1].result() == emulated
+
+
 def test_appending_adds_lines_and_blank_lines_are_ignored(tmp_path):
     log = tmp_path / "log.jsonl"
     t = task()
@@ -136,6 +147,7 @@ def test_garbage_and_truncated_lines_are_skipped_with_a_warning_naming_file_and_
     (lambda d: d.update(config_index=-1), "negative config_index"),
     (lambda d: d.update(error_kind="EXPLODED"), "unknown error_kind 'EXPLODED'"),
     (lambda d: d.update(costs=[1.0, "x"]), "'costs' must be a list of numbers"),
+    (lambda d: d.update(emulated="yes"), "field 'emulated' has the wrong type"),
 ])
 def test_lines_with_bad_fields_or_an_unknown_version_are_skipped(tmp_path, mutate, reason):
     log = tmp_path / "log.jsonl"

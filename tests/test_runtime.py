@@ -71,7 +71,7 @@ FAILING = r"""
 int32_t fail(void** args, int32_t nt) { return 3; }
 """
 
-SCALAR = Target(ISA.SCALAR, 2, "x86_64")
+SCALAR = Target(ISA.SCALAR, 2, Target.host().arch)
 
 
 @pytest.fixture(autouse=True)

@@ -2,8 +2,10 @@
 
 Each line holds everything needed to replay the measurement's config: format version, target, workload
 key, template name and arguments, config index and its knob values, timings and error kind, and the
-tensortune version that measured it. ``load_records`` never raises on bad content: a corrupt line is
-skipped with a ``SkippedLineWarning`` naming the file and line.
+tensortune version that measured it. Optional fields, absent from older lines (they read as the default):
+``"emulated": true`` when the kernel ran under an emulator, so its timings mean nothing (an older reader
+ignores the field). ``load_records`` never raises on bad content: a corrupt line is skipped with a
+``SkippedLineWarning`` naming the file and line.
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class Record:
     all_cost: float
     timestamp: float
     version: str
+    emulated: bool = False  # ran under an emulator: checked, but its timings mean nothing
 
     @property
     def ok(self) -> bool:
@@ -77,7 +80,7 @@ class Record:
         return Task(TEMPLATES[self.template], self.args, Target.parse(self.target))
 
     def result(self) -> MeasureResult:
-        return MeasureResult(self.costs, self.error_kind, self.error_msg, self.all_cost, self.timestamp)
+        return MeasureResult(self.costs, self.error_kind, self.error_msg, self.all_cost, self.timestamp, self.emulated)
 
     def matches(self, task: Task) -> bool:
         """Same workload and target as ``task``."""
@@ -90,7 +93,7 @@ class Record:
             target=str(task.target), workload=task.workload_key, template=task.name, args=tuple(task.args),
             config_index=inp.config_index, config=_jsonable(task.config(inp.config_index).to_json()),
             costs=tuple(res.costs), error_kind=res.error_kind, error_msg=res.error_msg, all_cost=res.all_cost,
-            timestamp=res.timestamp, version=__version__,
+            timestamp=res.timestamp, version=__version__, emulated=res.emulated,
         )
 
     def to_line(self) -> str:
@@ -101,6 +104,8 @@ class Record:
             "costs": list(self.costs), "error_kind": self.error_kind.name, "error_msg": self.error_msg,
             "all_cost": self.all_cost, "timestamp": self.timestamp, "version": self.version,
         }
+        if self.emulated:  # optional: lines of kernels timed natively stay as they always were
+            obj["emulated"] = True
         return json.dumps(obj, separators=(",", ":")) + "\n"
 
     @staticmethod
@@ -126,6 +131,7 @@ class Record:
             costs=tuple(float(c) for c in costs), error_kind=ErrorKind[kind_name],
             error_msg=f.get("error_msg", str), all_cost=float(f.get("all_cost", (int, float))),
             timestamp=float(f.get("timestamp", (int, float))), version=f.get("version", str),
+            emulated=f.optional("emulated", bool, False),
         )
 
 
@@ -139,9 +145,13 @@ class _Fields:
         if name not in self.obj:
             raise ValueError(f"missing field {name!r}")
         value = self.obj[name]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise ValueError(f"field {name!r} has the wrong type ({type(value).__name__})")
         return value
+
+    def optional(self, name: str, kind: type, default: Any) -> Any:
+        """A field added after format version 1 was defined: ``default`` where a line lacks it."""
+        return self.get(name, kind) if name in self.obj else default
 
 
 def _jsonable(value: Any) -> Any:

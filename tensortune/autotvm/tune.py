@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..errors import TensortuneError
+from ..runtime.cross import is_foreign
 from .measure.result import ErrorKind, MeasureInput, MeasureResult
 from .progress import progress_display
 from .record import Record, append_records, load_records, task_records
@@ -28,6 +29,7 @@ TUNERS: dict[str, type[Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga"
                                    "xgb-reg": XGBRegTuner}
 #: tuners that learn from other workloads' records (``history=``)
 TRANSFER_TUNERS = (XGBTuner,)
+EMULATED_NOTE = "kernels ran under an emulator (another CPU architecture): results were checked, timings mean nothing"
 
 
 class TuneError(TensortuneError, ValueError):
@@ -53,6 +55,7 @@ class TuneResult:
     best_gflops: float
     history: list[Trial] = field(default_factory=list)
     stop_reason: str = ""
+    emulated: bool = False  # some trial ran under an emulator: its GFLOP/s mean nothing (EMULATED_NOTE)
 
     @property
     def best_config(self) -> ConfigEntity | None:
@@ -118,7 +121,8 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
         stack.callback(the_tuner.close)
         run = _Run(task, the_tuner, n_trial, log_file, early_stopping)
         run.resume()
-        display = stack.enter_context(progress_display(str(task), n_trial, min(run.done, n_trial), progress))
+        label = f"{task} [emulated: timings mean nothing]" if is_foreign(task.target) else str(task)
+        display = stack.enter_context(progress_display(label, n_trial, min(run.done, n_trial), progress))
         if run.done:
             display.update(run.done, 0.0, run.result.best_gflops)
         try:
@@ -142,7 +146,8 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
         result = run.result
         result.stop_reason = reason
         display.close(f"{task}: {reason}; best {result.best_gflops:.2f} GFLOP/s"
-                      + (f" (config {result.best_index})" if result.best_index is not None else ""))
+                      + (f" (config {result.best_index})" if result.best_index is not None else "")
+                      + (f"; {EMULATED_NOTE}" if result.emulated else ""))
     return result
 
 
@@ -171,6 +176,7 @@ class _Run:
         self.tuner.load_history(resumed)
         for r in resumed:
             self._add(Trial(r.config_index, _gflops(self.task, r.result()), r.error_kind, resumed=True))
+            self.result.emulated |= r.emulated
         self.done = self.last_improvement = len(resumed)
 
     def stop_reason(self) -> str | None:
@@ -194,6 +200,7 @@ class _Run:
         for inp, res in zip(inputs, results):
             self.done += 1
             trial = Trial(inp.config_index, _gflops(self.task, res), res.error_kind)
+            self.result.emulated |= res.emulated
             batch_best = max(batch_best, trial.gflops)
             if self._add(trial):
                 self.last_improvement = self.done

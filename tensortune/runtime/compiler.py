@@ -1,4 +1,5 @@
-"""Find a C compiler, build shared libraries with a content-addressed disk cache, and load them."""
+"""Find a C compiler (a cross compiler for another architecture), build shared libraries with a
+content-addressed disk cache, and load them."""
 from __future__ import annotations
 
 import _ctypes
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..env import settings
+from ..env import cross_cc_variable, settings
 from ..errors import CompileError, CompilerNotFoundError, CompileTimeoutError
-from ..target import ISA, Target
+from ..target import ISA, Target, TargetError
+from .cross import CROSS_TOOLS, is_foreign
 
 CACHE_FORMAT = 1  # bump when the layout or meaning of cached files changes
 CANDIDATES = ("cc", "gcc", "clang")
@@ -28,6 +30,8 @@ INSTALL_HINT = "install gcc or clang, e.g. `apt-get install gcc`, or set CC=/pat
 # -fno-tree-loop-vectorize: loops are vectorized explicitly by our code generator (or by `omp simd`, which
 # stays on); gcc 12's auto-vectorizer miscompiles some guarded reductions (see tests/test_random_schedules.py).
 BASE_CFLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-ffp-contract=fast", "-fno-tree-loop-vectorize")
+PROGRAM_CFLAGS = ("-O2", "-std=gnu11")  # helper programs (the emulator's driver), not kernels
+PROGRAM_LINK_FLAGS = ("-ldl",)
 _PORTABLE_MARCH = {ISA.AVX512: "x86-64-v4", ISA.AVX2: "x86-64-v3", ISA.NEON: "armv8-a"}
 
 
@@ -39,19 +43,54 @@ class Compiler:
     version: str
 
 
-def find_compiler() -> Compiler:
-    """The compiler named by ``CC``, else the first of cc, gcc, clang on PATH."""
+def find_compiler(target: Target | None = None) -> Compiler:
+    """The C compiler that builds for ``target`` (default: this machine).
+
+    For this machine's architecture: the compiler named by ``CC``, else the first of cc, gcc, clang on
+    PATH. For another architecture: its cross compiler (``TENSORTUNE_CC_<ARCH>``, else the usual name).
+    Raises ``CompilerNotFoundError`` naming what to install, or ``TargetError`` for a ``-native`` target
+    of another architecture (native means this machine).
+    """
+    if target is not None and is_foreign(target):
+        if target.native:
+            raise TargetError(f"target '{target}' says -native (this machine), but this machine is "
+                              f"{Target.host().arch}; drop -native to cross-compile for {target.arch}")
+        return _find_cross_compiler(target.arch)
     cc = settings().cc
     if cc is not None:
-        path = shutil.which(cc)
-        if path is None:
+        found = _on_path(cc)
+        if found is None:
             raise CompilerNotFoundError(f"CC={cc!r} is not an executable; fix or unset CC, or {INSTALL_HINT}")
-        return _probe(os.path.realpath(path), os.stat(path).st_mtime_ns)
+        return found
     for name in CANDIDATES:
-        path = shutil.which(name)
-        if path is not None:
-            return _probe(os.path.realpath(path), os.stat(path).st_mtime_ns)
+        found = _on_path(name)
+        if found is not None:
+            return found
     raise CompilerNotFoundError(f"no C compiler ({', '.join(CANDIDATES)}) found on PATH; {INSTALL_HINT}")
+
+
+def _find_cross_compiler(arch: str) -> Compiler:
+    tools = CROSS_TOOLS.get(arch)
+    if tools is None:
+        raise CompilerNotFoundError(f"tensortune cannot cross-compile for arch {arch!r} from this "
+                                    f"{Target.host().arch} machine (it knows {', '.join(CROSS_TOOLS)}); "
+                                    f"build on a {arch} machine")
+    variable = cross_cc_variable(arch)
+    configured = settings().cross_cc.get(arch)
+    found = _on_path(configured or tools.compiler)
+    if found is not None:
+        return found
+    install = f"install Debian's {tools.compiler_package} (`apt-get install {tools.compiler_package}`)"
+    if configured is not None:
+        raise CompilerNotFoundError(f"{variable}={configured!r} is not an executable; fix or unset it, or {install}")
+    raise CompilerNotFoundError(f"cross-compiling for {arch} needs {tools.compiler}, which is not on PATH: "
+                                f"{install}, or set {variable}=/path/to/compiler")
+
+
+def _on_path(name: str) -> Compiler | None:
+    """The compiler ``name`` (on PATH, or a path), probed; None if there is no such executable."""
+    path = shutil.which(name)
+    return None if path is None else _probe(os.path.realpath(path), os.stat(path).st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=16)
@@ -92,30 +131,38 @@ def compile_shared(
     timeout: float | None = None,
     compiler: Compiler | None = None,
 ) -> Path:
-    """Build ``source`` into a shared library and return its path.
+    """Build ``source`` into a shared library for ``target`` and return its path.
 
     Libraries are cached in the settings cache directory under a hash of everything that can
     change the result, so a second call with the same inputs returns at once without compiling.
     """
-    env = settings()
-    cc = compiler or find_compiler()
-    flags = (*c_flags(target), *env.cflags, *extra_flags)
-    key = cache_key(source, cc, flags)
-    out_dir = env.cache_dir / "kernels"
-    lib = out_dir / f"{key}.so"
-    if lib.exists():
-        return lib
+    flags = (*c_flags(target), *settings().cflags, *extra_flags)
+    return _compile_cached(source, compiler or find_compiler(target), flags, LINK_FLAGS, ".so", timeout)
+
+
+def compile_program(source: str, target: Target, timeout: float | None = None) -> Path:
+    """Build ``source`` (with a ``main``) into an executable for ``target``'s architecture, cached like libraries."""
+    return _compile_cached(source, find_compiler(target), PROGRAM_CFLAGS, PROGRAM_LINK_FLAGS, "", timeout)
+
+
+def _compile_cached(source: str, cc: Compiler, flags: tuple[str, ...], link_flags: tuple[str, ...], suffix: str,
+                    timeout: float | None) -> Path:
+    key = cache_key(source, cc, flags, link_flags)
+    out_dir = settings().cache_dir / "kernels"
+    out = out_dir / f"{key}{suffix}"
+    if out.exists():
+        return out
     out_dir.mkdir(parents=True, exist_ok=True)
-    c_file = _write_atomic(out_dir / f"{key}.c", source)  # kept next to the library for inspection
-    fd, tmp = tempfile.mkstemp(prefix=f".{key}-", suffix=".so.tmp", dir=out_dir)
+    c_file = _write_atomic(out_dir / f"{key}.c", source)  # kept next to the output for inspection
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}-", suffix=f"{suffix}.tmp", dir=out_dir)
     os.close(fd)
     try:
-        _run_compiler([cc.path, *flags, "-o", tmp, str(c_file), *LINK_FLAGS], source, timeout)
-        os.replace(tmp, lib)  # atomic: other processes see either no library or a complete one
+        _run_compiler([cc.path, *flags, "-o", tmp, str(c_file), *link_flags], source, timeout)
+        os.replace(tmp, out)  # atomic: other processes see either no output or a complete one
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return lib
+    return out
 
 
 def cached_library(key: str, data: bytes) -> Path:
@@ -134,9 +181,10 @@ def cached_library(key: str, data: bytes) -> Path:
     return lib
 
 
-def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...]) -> str:
-    """sha256 over every input that can change the compiled library."""
-    parts = [CACHE_FORMAT, __version__, compiler.path, compiler.version, list(flags), list(LINK_FLAGS), source]
+def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...],
+              link_flags: tuple[str, ...] = LINK_FLAGS) -> str:
+    """sha256 over every input that can change the compiled library (or program)."""
+    parts = [CACHE_FORMAT, __version__, compiler.path, compiler.version, list(flags), list(link_flags), source]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 

@@ -6,17 +6,19 @@ It returns 0 on success.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager, Iterator
 
 import numpy as np
 
 from ..dtype import DType
 from ..env import settings
 from ..errors import ArgumentError, TensortuneError
+from ..target import Target
 from .compiler import load_library
 from .timer import time_repeats, timer_functions
 
@@ -48,9 +50,11 @@ class ArgSpec:
 
 @dataclass(frozen=True, slots=True)
 class TimingResult:
-    """Per-repeat mean seconds per call."""
+    """Per-repeat mean seconds per call. ``emulated``: the kernel ran under an emulator, so the seconds are
+    the emulator's, and say nothing about the target CPU."""
 
     results: tuple[float, ...]
+    emulated: bool = False
 
     @property
     def mean(self) -> float:
@@ -70,8 +74,12 @@ class TimingResult:
         return statistics.pstdev(self.results)
 
 
-class Module:
-    """A kernel in a loaded shared library, with its argument specs and preallocated workspaces."""
+class BaseModule:
+    """What every loaded kernel has: its entry point, argument specs, source and target, the argument checks,
+    and ``time_evaluator`` (with the loop in native code). Subclasses say how to open the library
+    (``_open``), call the kernel (``__call__``) and run a timed loop of calls (``_timed_calls``)."""
+
+    emulated = False  # whether timings are an emulator's, not the target's
 
     def __init__(
         self,
@@ -81,31 +89,25 @@ class Module:
         workspaces: tuple[ArgSpec, ...] = (),
         source: str = "",
         num_threads: int | None = None,
+        target: Target | None = None,
     ):
         self.lib_path = Path(lib_path)
         self.entry = entry
         self.args = tuple(args)
         self.workspaces = tuple(workspaces)
         self.source = source
+        self.target = target or Target.host()  # the CPU the library was compiled for
         # Read once here, not per call: the environment is a setting of the run, not of each call.
         self.num_threads = _check_threads(num_threads) if num_threads is not None else settings().num_threads
-        try:
-            self._func = load_library(self.lib_path)[entry]
-        except (OSError, AttributeError) as e:
-            raise KernelRuntimeError(f"cannot load kernel '{entry}' from {self.lib_path}: {e}") from e
-        self._func.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
-        self._func.restype = ctypes.c_int32
-        # Allocated once and reused by every call.
-        self._workspace_arrays = tuple(_aligned_zeros(w.shape, w.dtype) for w in self.workspaces)
-        self._last_arrays: tuple[np.ndarray, ...] = ()
-        self._last_pointers: ctypes.Array | None = None
+        self._open()
+
+    def _open(self) -> None:
+        """Make the kernel callable (raises ``KernelRuntimeError`` or a missing tool's error)."""
+        raise NotImplementedError
 
     def __call__(self, *arrays: np.ndarray, num_threads: int | None = None) -> None:
         """Run the kernel on ``arrays`` (inputs and outputs, in the order of ``self.args``)."""
-        pointers = self._pointers(arrays)
-        rc = self._func(pointers, self._threads(num_threads))
-        if rc != 0:
-            raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {rc}")
+        raise NotImplementedError
 
     def time_evaluator(
         self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0, num_threads: int | None = None
@@ -122,40 +124,24 @@ class Module:
                 f"got number={number}, repeat={repeat}, min_repeat_ms={min_repeat_ms}"
             )
         threads = self._threads(num_threads)
-        time_calls, last_error = timer_functions()
-        function = ctypes.cast(self._func, ctypes.c_void_p)
 
         def evaluate(*arrays: np.ndarray) -> TimingResult:
-            pointers = self._pointers(arrays)
-
-            def run(count: int) -> float:
-                seconds = time_calls(function, pointers, threads, count)
-                if seconds < 0:
-                    raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {last_error()} while timed")
-                return seconds
-
-            return TimingResult(tuple(time_repeats(run, number, repeat, min_repeat_ms)))
+            self._check(arrays)
+            with self._timed_calls(arrays, threads) as run:
+                return TimingResult(tuple(time_repeats(run, number, repeat, min_repeat_ms)), self.emulated)
 
         return evaluate
 
+    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int) -> ContextManager[Callable[[int], float]]:
+        """A context giving ``run(count) -> seconds`` of ``count`` calls on (checked) ``arrays``."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         args = ", ".join(str(a) for a in self.args)
-        return f"Module({self.entry}({args}), lib={self.lib_path})"
+        return f"{type(self).__name__}({self.entry}({args}), lib={self.lib_path})"
 
     def _threads(self, num_threads: int | None) -> int:
         return self.num_threads if num_threads is None else _check_threads(num_threads)
-
-    def _pointers(self, arrays: tuple[np.ndarray, ...]) -> ctypes.Array:
-        """Check ``arrays`` and return the ``void*`` array to pass; rebuilt only when the arrays change."""
-        self._check(arrays)  # every call: shape and dtype of an ndarray can be reassigned in place
-        last = self._last_arrays
-        # Identity is a safe key because self._last_arrays keeps those arrays (and their ids) alive.
-        if len(arrays) == len(last) and all(a is b for a, b in zip(arrays, last)):
-            return self._last_pointers
-        data = [a.ctypes.data for a in (*arrays, *self._workspace_arrays)]
-        self._last_pointers = (ctypes.c_void_p * max(1, len(data)))(*data)
-        self._last_arrays = tuple(arrays)
-        return self._last_pointers
 
     def _check(self, arrays: tuple[np.ndarray, ...]) -> None:
         if len(arrays) != len(self.args):
@@ -180,6 +166,55 @@ class Module:
                 raise ArgumentError(
                     f"argument '{spec.name}' is not C-contiguous; pass np.ascontiguousarray(...) instead"
                 )
+
+
+class Module(BaseModule):
+    """A kernel in a shared library loaded into this process, with preallocated workspaces."""
+
+    def _open(self) -> None:
+        try:
+            self._func = load_library(self.lib_path)[self.entry]
+        except (OSError, AttributeError) as e:
+            raise KernelRuntimeError(f"cannot load kernel '{self.entry}' from {self.lib_path}: {e}") from e
+        self._func.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
+        self._func.restype = ctypes.c_int32
+        # Allocated once and reused by every call.
+        self._workspace_arrays = tuple(_aligned_zeros(w.shape, w.dtype) for w in self.workspaces)
+        self._last_arrays: tuple[np.ndarray, ...] = ()
+        self._last_pointers: ctypes.Array | None = None
+
+    def __call__(self, *arrays: np.ndarray, num_threads: int | None = None) -> None:
+        """Run the kernel on ``arrays`` (inputs and outputs, in the order of ``self.args``)."""
+        pointers = self._pointers(arrays)
+        rc = self._func(pointers, self._threads(num_threads))
+        if rc != 0:
+            raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {rc}")
+
+    @contextlib.contextmanager
+    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int) -> Iterator[Callable[[int], float]]:
+        time_calls, last_error = timer_functions()
+        function = ctypes.cast(self._func, ctypes.c_void_p)
+        pointers = self._pointers(arrays)
+
+        def run(count: int) -> float:
+            seconds = time_calls(function, pointers, threads, count)
+            if seconds < 0:
+                raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {last_error()} while timed")
+            return seconds
+
+        yield run
+
+    def _pointers(self, arrays: tuple[np.ndarray, ...]) -> ctypes.Array:
+        """Check ``arrays`` and return the ``void*`` array to pass; rebuilt only when the arrays change."""
+        self._check(arrays)  # every call: shape and dtype of an ndarray can be reassigned in place
+        last = self._last_arrays
+        # Identity is a safe key because self._last_arrays keeps those arrays (and their ids) alive.
+        if len(arrays) == len(last) and all(a is b for a, b in zip(arrays, last)):
+            return self._last_pointers
+        data = [a.ctypes.data for a in (*arrays, *self._workspace_arrays)]
+        self._last_pointers = (ctypes.c_void_p * max(1, len(data)))(*data)
+        self._last_arrays = tuple(arrays)
+        return self._last_pointers
 
 
 def _check_threads(num_threads: int) -> int:

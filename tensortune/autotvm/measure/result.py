@@ -50,13 +50,18 @@ class BuildResult:
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """Timings in seconds per call (one per repeat; empty unless ``error_kind`` is NONE)."""
+    """Timings in seconds per call (one per repeat; empty unless ``error_kind`` is NONE).
+
+    ``emulated``: the kernel ran under an emulator (a target of another architecture): its result was
+    checked, but its timings are the emulator's and mean nothing for the target CPU.
+    """
 
     costs: tuple[float, ...]
     error_kind: ErrorKind
     error_msg: str
     all_cost: float  # wall seconds spent on this candidate, build included
     timestamp: float = field(default_factory=time.time)
+    emulated: bool = False
 
     @property
     def ok(self) -> bool:

@@ -10,6 +10,7 @@ import multiprocessing
 import signal
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -20,6 +21,8 @@ import numpy as np
 from ...errors import TensortuneError
 from ...ops.operator import check_output
 from ...runtime.compiler import unload_library
+from ...runtime.cross import is_foreign
+from ...runtime.emulator import EmulatedTimingWarning
 from ...runtime.timer import timer_functions
 from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 
@@ -37,6 +40,8 @@ class RunOptions:
     ``cooldown_s`` sleeps between candidates. ``min_repeat_ms`` (default 2 ms) raises ``number`` for
     small kernels: a repeat of a few microsecond-long calls is dominated by timer and scheduling noise,
     and the tuner's best would be the luckiest draw rather than the fastest kernel.
+    A target of another architecture runs under an emulator, 10-50x slower: its candidates get
+    ``timeout * emulation_timeout_scale`` seconds.
     """
 
     number: int = 4
@@ -47,11 +52,13 @@ class RunOptions:
     flush_cache: bool = False
     num_threads: int | None = None
     cooldown_s: float = 0.0
+    emulation_timeout_scale: float = 20.0
 
     def __post_init__(self) -> None:
-        if self.number < 1 or self.repeat < 1 or self.min_repeat_ms < 0 or self.timeout <= 0 or self.cooldown_s < 0:
-            raise ValueError(f"RunOptions needs number, repeat >= 1, timeout > 0, min_repeat_ms, cooldown_s >= 0; "
-                             f"got {self}")
+        if (self.number < 1 or self.repeat < 1 or self.min_repeat_ms < 0 or self.timeout <= 0 or self.cooldown_s < 0
+                or self.emulation_timeout_scale < 1):
+            raise ValueError(f"RunOptions needs number, repeat >= 1, timeout > 0, min_repeat_ms, cooldown_s >= 0 "
+                             f"and emulation_timeout_scale >= 1; got {self}")
 
 
 class LocalRunner:
@@ -76,8 +83,10 @@ class LocalRunner:
             if ran_one and self.options.cooldown_s > 0:
                 time.sleep(self.options.cooldown_s)
             start = time.perf_counter()
-            costs, kind, msg = self._run_one(inp, build)
-            results.append(MeasureResult(costs, kind, msg, build.build_seconds + time.perf_counter() - start))
+            emulated = is_foreign(inp.task.target)
+            costs, kind, msg = self._run_one(inp, build, emulated)
+            results.append(MeasureResult(costs, kind, msg, build.build_seconds + time.perf_counter() - start,
+                                         emulated=emulated))
             ran_one = True
         return results
 
@@ -98,13 +107,16 @@ class LocalRunner:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _run_one(self, inp: MeasureInput, build: BuildResult) -> tuple[tuple[float, ...], ErrorKind, str]:
+    def _run_one(self, inp: MeasureInput, build: BuildResult,
+                 emulated: bool) -> tuple[tuple[float, ...], ErrorKind, str]:
         conn = self._ensure_worker()
         conn.send((inp, build, self.options))
         # The worker says "started" once the task's inputs and reference are ready; the timeout starts then.
         reply = self._receive(conn, PREPARE_TIMEOUT, "preparing inputs")
         if reply == "started":
-            reply = self._receive(conn, self.options.timeout, "loading, checking and timing the kernel")
+            timeout = self.options.timeout * (self.options.emulation_timeout_scale if emulated else 1.0)
+            phase = "loading, checking and timing the kernel" + (" under emulation" if emulated else "")
+            reply = self._receive(conn, timeout, phase)
         return reply
 
     def _receive(self, conn: Connection, seconds: float, phase: str) -> Any:
@@ -169,6 +181,7 @@ class _TaskData:
 def _worker_main(conn: Connection) -> None:
     """Serve ``(input, build, options)`` requests until ``None``; reply ``(costs, error_kind, message)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then closes us
+    warnings.simplefilter("ignore", EmulatedTimingWarning)  # results say it: MeasureResult.emulated
     timer_functions()  # build (or load) the native timer before the first timed candidate
     cache: dict[Any, _TaskData] = {}
     conn.send("ready")

@@ -1,0 +1,34 @@
+"""Building for and running on another CPU architecture than this machine's: which tools it takes.
+
+A target is *foreign* when its architecture is not this machine's: its kernels are built by a cross
+compiler and can only run here under a user-mode emulator (their timings then mean nothing).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..target import Target
+
+
+@dataclass(frozen=True, slots=True)
+class CrossTools:
+    """The tools (and the Debian packages that ship them) that build and run ``arch`` code on another machine."""
+
+    arch: str
+    compiler: str  # cross C compiler, a name on PATH
+    compiler_package: str
+    emulator: str  # user-mode emulator, a name on PATH
+    emulator_package: str
+    sysroot: str  # the target's dynamic loader and libraries (libc, libgomp), for the emulator's -L
+
+
+#: arch -> its cross tools
+CROSS_TOOLS: dict[str, CrossTools] = {
+    "aarch64": CrossTools("aarch64", "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", "qemu-aarch64", "qemu-user",
+                          "/usr/aarch64-linux-gnu"),
+}
+
+
+def is_foreign(target: Target) -> bool:
+    """Whether ``target``'s architecture differs from this machine's (it needs cross tools)."""
+    return target.arch != Target.host().arch
