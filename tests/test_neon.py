@@ -58,17 +58,17 @@ def vector_widths(source: str) -> set[int]:
 
 # ------------------------------------------------------------------ operators and templates equal numpy
 
-#: name -> (operator, whether its default schedule vectorizes; the packed layouts' defaults are naive loops)
+#: name -> (operator, whether its default schedule vectorizes); blocked layouts take blocks of one NEON vector
 OPERATORS = {
     "matmul": (lambda: ops.matmul(12, 24, 20, target=NEON), True),
     "dense+bias+relu": (lambda: ops.dense(6, 20, 16, bias=True, relu=True, target=NEON), True),
     "conv2d_nchw": (lambda: ops.conv2d_nchw(1, 8, 8, 8, 8, 3, stride=1, pad=1, bias=True, relu=True), True),
     "conv2d_nchw stride 2": (lambda: ops.conv2d_nchw(1, 4, 16, 16, 8, 3, stride=2, pad=1), True),
     "depthwise_conv2d_nchw": (lambda: ops.depthwise_conv2d_nchw(1, 8, 8, 8, 3, stride=1, pad=1), True),
-    "conv2d_nchwc": (lambda: ops.conv2d_nchwc(1, 8, 6, 6, 16, 3, pad=1, icb=4), False),
-    "conv2d_nchwc_packed": (lambda: ops.conv2d_nchwc_packed(1, 16, 6, 6, 16, 3, pad=1), False),
-    "conv2d_spatial_pack": (lambda: ops.conv2d_spatial_pack(1, 8, 6, 6, 16, 3, stride=2, pad=1), False),
-    "depthwise_conv2d_nchwc": (lambda: ops.depthwise_conv2d_nchwc(1, 16, 7, 7, 3, pad=1), False),
+    "conv2d_nchwc": (lambda: ops.conv2d_nchwc(1, 8, 6, 6, 16, 3, pad=1, icb=4, target=NEON), True),
+    "conv2d_nchwc_packed": (lambda: ops.conv2d_nchwc_packed(1, 16, 6, 6, 16, 3, pad=1, target=NEON), True),
+    "conv2d_spatial_pack": (lambda: ops.conv2d_spatial_pack(1, 8, 6, 6, 16, 3, stride=2, pad=1, target=NEON), True),
+    "depthwise_conv2d_nchwc": (lambda: ops.depthwise_conv2d_nchwc(1, 16, 7, 7, 3, pad=1, target=NEON), True),
 }
 
 
