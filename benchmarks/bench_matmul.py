@@ -1,12 +1,17 @@
 """A hand-scheduled 1024^3 float32 matmul against numpy.matmul, on 1 thread and on all cores.
 
-numpy runs in a child process started with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed from
-its environment (some machines set them, which halves OpenBLAS's speed); the child reports the
-OpenBLAS kernel it loaded (threadpoolctl). Both sides use the same protocol: one warm-up, then
-``--repeat`` measurements of ``--number`` calls each; the median is reported. The tensortune
-kernel is timed with its native timing loop; numpy's loop runs in Python (negligible at ms scale).
+The schedule's sizes come from the target (``--target``, default this machine): B packed into
+panels of two vector registers, A packed into row panels, a register block of ``rows`` x panel
+accumulators that fits the target's vector registers, row blocks outermost and parallel.
 
-    python benchmarks/bench_matmul.py [--size 1024] [--json PATH]
+numpy runs in a child process (``tensortune.benchmarking.peers.peer_environment``): without the
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides some machines set (they halve OpenBLAS), and capped
+to the target's ISA when it is narrower than the machine's (AVX2 code on an AVX-512 host runs
+against OpenBLAS's Haswell kernel); the child reports the OpenBLAS kernel it loaded. Both sides use
+the same protocol: one warm-up, then ``--repeat`` measurements of ``--number`` calls; the median is
+reported, with the FMA peak of the target's vectors measured on this machine (a small FMA loop).
+
+    python benchmarks/bench_matmul.py [--size 1024] [--target avx2] [--json PATH]
 """
 from __future__ import annotations
 
@@ -22,39 +27,46 @@ import numpy as np
 
 from common import write_json
 
-OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+def register_block(target) -> tuple[int, int]:
+    """(rows, columns) of the register block: a panel of two vectors, as many rows as registers allow."""
+    lanes = target.lanes("float32")
+    return min(8, target.accumulator_budget(2) // 2), 2 * lanes
 
 
-def schedule_matmul(n: int, m: int, k: int):
-    """The hand-written schedule: packed B panels, an 8x32 register block, parallel tiles."""
+def schedule_matmul(n: int, m: int, k: int, target):
+    """The hand-written schedule: packed A row panels and B column panels, a register block, parallel rows."""
     import tensortune as tt
     from tensortune import te
 
-    bn, bm = 32, 8  # 32 columns = two AVX-512 registers; 8 rows -> 16 accumulator registers
+    bm, bn = register_block(target)
+    mp = -(-m // bm) * bm  # rows padded to whole blocks: the padded rows read row m-1 again, then are dropped
     A = te.placeholder((m, k), "float32", "A")
     B = te.placeholder((k, n), "float32", "B")
+    PA = te.compute((mp // bm, k, bm), lambda mo, kk, mi: A[te.minimum(mo * bm + mi, m - 1), kk], "A_packed")
     PB = te.compute((n // bn, k, bn), lambda no, kk, ni: B[kk, no * bn + ni], "B_packed")
     r = te.reduce_axis(k, "k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * PB[j // bn, r, j % bn], axis=r), "C")
+    acc = te.compute((mp, n), lambda i, j: te.sum(PA[i // bm, r, i % bm] * PB[j // bn, r, j % bn], axis=r), "acc")
+    C = te.compute((m, n), lambda i, j: acc[i, j], "C")
 
     s = tt.create_schedule(C)
-    CC = s.cache_write(C, "local")  # the register block
     i, j = s[C].axis
     io, ii = s[C].split(i, bm)
     jo, ji = s[C].split(j, bn)
-    s[C].reorder(jo, io, ii, ji)  # a B panel stays in cache while all row blocks use it
-    tile = s[C].fuse(jo, io)
+    s[C].reorder(io, jo, ii, ji)  # a row panel of A stays in L1 while the B panels stream past it
+    tile = s[C].fuse(io, jo)
     s[C].parallel(tile)
     s[C].vectorize(ji)
-    s[CC].compute_at(s[C], tile)
-    ci, cj = s[CC].axis
-    (kk,) = s[CC].reduce_axis
-    s[CC].reorder(kk, ci, cj)
-    s[CC].unroll(ci)
-    s[CC].vectorize(cj)
-    no, _, ni = s[PB].axis
-    s[PB].parallel(no)
-    s[PB].vectorize(ni)
+    s[acc].compute_at(s[C], tile)  # the register block
+    ci, cj = s[acc].axis
+    (kk,) = s[acc].reduce_axis
+    s[acc].reorder(kk, ci, cj)
+    s[acc].unroll(ci)
+    s[acc].vectorize(cj)
+    for packed in (PA, PB):
+        outer, _, inner = s[packed].axis
+        s[packed].parallel(outer)
+        s[packed].vectorize(inner)
     return s, [A, B, C]
 
 
@@ -79,19 +91,23 @@ def numpy_worker(size: int, threads: int, number: int, repeat: int) -> dict:
     return {"median_s": statistics.median(times), "blas": blas}
 
 
-def run_numpy(size: int, threads: int, number: int, repeat: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
+def run_numpy(size: int, threads: int, number: int, repeat: int, target) -> dict:
+    from tensortune.benchmarking.peers import peer_environment
+
+    env, caps = peer_environment(target, threads)
     cmd = [sys.executable, __file__, "--numpy-worker", "--size", str(size), "--threads", str(threads),
            "--number", str(number), "--repeat", str(repeat)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "capped": caps}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=1024)
+    p.add_argument("--target", default="native", help="target to compile for, e.g. avx2 (default: this machine)")
     p.add_argument("--number", type=int, default=5, help="calls per measurement")
     p.add_argument("--repeat", type=int, default=15, help="measurements (the median is reported)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of both sides; medians over rounds")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     p.add_argument("--numpy-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
@@ -101,11 +117,13 @@ def main() -> None:
         return
 
     import tensortune as tt
+    from tensortune.benchmarking.peak import fma_peak_gflops
 
+    target = tt.Target.parse(args.target)
     n = args.size
     flops = 2 * n ** 3
-    s, tensors = schedule_matmul(n, n, n)
-    mod = tt.build(s, tensors, name="matmul")
+    s, tensors = schedule_matmul(n, n, n, target)
+    mod = tt.build(s, tensors, target=target, name="matmul")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
@@ -114,21 +132,32 @@ def main() -> None:
     np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-2)  # never report a wrong kernel's speed
 
     cores = os.cpu_count() or 1
-    set_vars = {k: os.environ[k] for k in OPENBLAS_VARS if k in os.environ}
-    print(f"matmul {n}x{n}x{n} float32; target {tt.Target.host()}")
-    if set_vars:
-        print(f"numpy peer runs with {', '.join(set_vars)} unset (this shell sets {set_vars})")
-    result: dict = {"size": n, "target": str(tt.Target.host()), "threads": {}}
-    print(f"{'threads':>7} {'tensortune GFLOP/s':>19} {'numpy GFLOP/s':>14} {'ratio':>6}")
+    bm, bn = register_block(target)
+    print(f"matmul {n}x{n}x{n} float32; target {target} ({target.isa.value}: {target.vector_registers} vector "
+          f"registers of {target.lanes('float32')} floats); register block {bm}x{bn}")
+    result: dict = {"size": n, "target": str(target), "isa": target.isa.value, "block": [bm, bn], "threads": {}}
+    print(f"{'threads':>7} {'tensortune GFLOP/s':>19} {'numpy GFLOP/s':>14} {'ratio':>6} {'FMA peak':>9} "
+          f"{'tt % peak':>9} {'np % peak':>9}")
     for threads in sorted({1, cores}):
-        t = mod.time_evaluator(number=args.number, repeat=args.repeat, num_threads=threads)(a, b, c)
-        peer = run_numpy(n, threads, args.number, args.repeat)
-        tg, ng = flops / t.median / 1e9, flops / peer["median_s"] / 1e9
-        result["threads"][str(threads)] = {"tensortune_gflops": round(tg, 1), "numpy_gflops": round(ng, 1),
-                                           "ratio": round(tg / ng, 3), "numpy_blas": peer["blas"]}
-        print(f"{threads:>7} {tg:>19.1f} {ng:>14.1f} {tg / ng:>6.2f}")
+        peak = fma_peak_gflops(target, threads)
+        ours, theirs = [], []
+        for _ in range(args.rounds):  # alternate, so that drift of a shared machine hits both sides alike
+            t = mod.time_evaluator(number=args.number, repeat=args.repeat, num_threads=threads)(a, b, c)
+            ours.append(flops / t.median / 1e9)
+            peer = run_numpy(n, threads, args.number, args.repeat, target)
+            theirs.append(flops / peer["median_s"] / 1e9)
+        tg, ng = statistics.median(ours), statistics.median(theirs)
+        result["threads"][str(threads)] = {
+            "tensortune_gflops": round(tg, 1), "numpy_gflops": round(ng, 1), "ratio": round(tg / ng, 3),
+            "fma_peak_gflops": round(peak, 1), "tensortune_peak_share": round(tg / peak, 3),
+            "numpy_peak_share": round(ng / peak, 3), "numpy_blas": peer["blas"], "numpy_capped": peer["capped"],
+            "rounds": {"tensortune": [round(x, 1) for x in ours], "numpy": [round(x, 1) for x in theirs]}}
+        print(f"{threads:>7} {tg:>19.1f} {ng:>14.1f} {tg / ng:>6.2f} {peak:>9.1f} {100 * tg / peak:>8.0f}% "
+              f"{100 * ng / peak:>8.0f}%")
     kernels = {d["architecture"] for r in result["threads"].values() for d in r["numpy_blas"]}
-    print(f"numpy BLAS kernel: {', '.join(sorted(str(k) for k in kernels))}")
+    caps = next(iter(result["threads"].values()))["numpy_capped"]
+    print(f"numpy BLAS kernel: {', '.join(sorted(str(k) for k in kernels))}"
+          + (f" (capped: {' '.join(f'{k}={v}' for k, v in caps.items())})" if caps else ""))
     if args.json:
         write_json(args.json, result)
 

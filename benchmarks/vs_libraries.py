@@ -7,8 +7,9 @@ least ``--min-repeat-ms`` each, median), on 1 and on 2 threads:
 * tensortune's best config, checked against numpy first. Two views for conv2d:
   - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (template
     ``conv2d_nchw_spatial_pack``);
-  - *packed*: NCHW16c input and output, as the kernel runs inside a compiled network whose tensors
-    stay blocked between layers; the transforms are outside the timed region (``conv2d_nchwc_packed``).
+  - *packed*: NCHW[x]c input and output (blocks of one vector of the target: 16c on AVX-512, 8c on
+    AVX2), as the kernel runs inside a compiled network whose tensors stay blocked between layers; the
+    transforms are outside the timed region (``conv2d_nchwc_packed``).
   Weights are packed once, outside the timed region, in both views (they are constants of a model).
 * peers (``tensortune.benchmarking.peers``, in a child process): PyTorch ``conv2d`` in NCHW and channels-last,
   onnxruntime on a one-node ONNX model, ``numpy.matmul`` (OpenBLAS overrides unset) and ``torch.matmul``.
@@ -38,33 +39,48 @@ from common import pyplot, write_json
 CONVS = tuple(f"resnet18:C{i}" for i in range(1, 13))
 MATMULS = ("matmul:512", "matmul:1024", "matmul:2048")
 QUICK = ("resnet18:C5", "resnet18:C6", "matmul:512")
+#: Shapes with prime or few-divisor extents, unlike the shipped workloads: register tiles that divide them
+#: are few or poor, so the tuner needs tiles that do not divide (padded or guarded).
+FEW_DIVISORS = {
+    "few:P1": ("conv2d", {"IC": 48, "OC": 80, "H": 17, "W": 17, "K": 3, "stride": 1, "pad": 1}),
+    "few:P2": ("conv2d", {"IC": 96, "OC": 96, "H": 13, "W": 13, "K": 3, "stride": 1, "pad": 1}),
+    "few:P3": ("conv2d", {"IC": 64, "OC": 112, "H": 23, "W": 23, "K": 1, "stride": 1, "pad": 0}),
+    "few:P4": ("conv2d", {"IC": 72, "OC": 144, "H": 19, "W": 19, "K": 3, "stride": 2, "pad": 1}),
+    "few:M1": ("matmul", {"M": 997, "N": 1000, "K": 512}),
+    "few:M2": ("matmul", {"M": 257, "N": 384, "K": 769}),
+}
 VIEWS = {"nchw": "conv2d_nchw_spatial_pack", "packed": "conv2d_nchwc_packed"}
 PEERS = ("torch", "torch_channels_last", "onnxruntime", "numpy")
-BEGIN, END = "<!-- vs_libraries:begin -->", "<!-- vs_libraries:end -->"
+MARKER = "<!-- vs_libraries:{isa}:{end} -->"  # BENCHMARKS.md keeps one section per ISA
 
 
-def tasks_of(key: str) -> dict:
+def tasks_of(key: str, target) -> dict:
     """The tasks tuned for one workload: {view: task}."""
     from tensortune.autotvm.catalog import create_task, task_from_workload
 
     if key.startswith("matmul:"):
         n = int(key.split(":")[1])
-        return {"matmul": create_task("matmul", {"M": n, "N": n, "K": n})}
-    return {view: task_from_workload(key, template=t) for view, t in VIEWS.items()}
+        return {"matmul": create_task("matmul", {"M": n, "N": n, "K": n}, target=target)}
+    if key in FEW_DIVISORS:
+        operator, shape = FEW_DIVISORS[key]
+        if operator == "matmul":
+            return {"matmul": create_task("matmul", shape, target=target)}
+        return {view: create_task(operator, shape, template=t, target=target) for view, t in VIEWS.items()}
+    return {view: task_from_workload(key, template=t, target=target) for view, t in VIEWS.items()}
 
 
 def log_path(out: Path, key: str, view: str) -> Path:
     return out / f"{key.replace(':', '_')}_{view}.json"
 
 
-def tune_all(keys, trials: int, out: Path, history: bool, batch_size: int) -> None:
+def tune_all(keys, trials: int, out: Path, history: bool, batch_size: int, target) -> None:
     from tensortune.autotvm.measure.measure import Measurer
     from tensortune.autotvm.record import load_records
     from tensortune.autotvm.tune import tune
 
     with Measurer() as measurer:
         for key in keys:
-            for view, task in tasks_of(key).items():
+            for view, task in tasks_of(key, target).items():
                 log = log_path(out, key, view)
                 past = None
                 if history:  # every other log of this benchmark: the transfer model skips this workload's own
@@ -76,7 +92,7 @@ def tune_all(keys, trials: int, out: Path, history: bool, batch_size: int) -> No
                       f"({time.time() - t0:.0f} s)", flush=True)
 
 
-def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float) -> list[dict]:
+def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, target) -> list[dict]:
     """One row per (workload, threads): GFLOP/s of each tensortune view and each peer."""
     from tensortune.autotvm.record import load_records, pick_best
     from tensortune.build import build
@@ -85,7 +101,7 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float) -
 
     rows = []
     for key in keys:
-        tasks = tasks_of(key)
+        tasks = tasks_of(key, target)
         built = {}
         for view, task in tasks.items():
             best = pick_best(load_records(log_path(out, key, view)), workload=task.workload_key)
@@ -128,6 +144,17 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float) -
     return rows
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux), for the record of where the figures were measured."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def geomean(xs) -> float | None:
     xs = [x for x in xs if x and x > 0]
     return float(np.exp(np.mean(np.log(xs)))) if xs else None
@@ -138,11 +165,15 @@ def summarise(rows: list[dict], threads_list) -> dict:
     for t in threads_list:
         conv = [r for r in rows if r["threads"] == t and r["workload"].startswith("resnet18:")]
         mm = [r for r in rows if r["threads"] == t and r["workload"].startswith("matmul:")]
+        few = [r for r in rows if r["threads"] == t and r["workload"].startswith("few:")]
         out[t] = {"geomean_nchw": geomean(r.get("ratio_nchw") for r in conv),
                   "geomean_packed": geomean(r.get("ratio_packed") for r in conv),
                   "min_nchw": min((r["ratio_nchw"] for r in conv if "ratio_nchw" in r), default=None),
                   "min_packed": min((r["ratio_packed"] for r in conv if "ratio_packed" in r), default=None),
-                  "matmul_vs_numpy": {r["workload"]: r.get("ratio_vs_numpy") for r in mm}}
+                  "matmul_vs_numpy": {r["workload"]: r.get("ratio_vs_numpy") for r in mm},
+                  # the better tensortune view of each few-divisor shape, against the best peer
+                  "few_divisors_best_view": {r["workload"]: max(r.get(f"ratio_{v}") or 0.0 for v in
+                                                                ("nchw", "packed", "matmul")) for r in few}}
     return out
 
 
@@ -150,14 +181,15 @@ def _fmt(v, spec=".0f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def markdown(rows: list[dict], summary: dict, peak_per_core: float, command: str) -> str:
+def markdown(rows: list[dict], summary: dict, peaks: dict, command: str, machine: str) -> str:
     cols = ["tensortune_nchw", "tensortune_packed", "tensortune_matmul", *PEERS]
     head = {"tensortune_nchw": "tt NCHW", "tensortune_packed": "tt packed", "tensortune_matmul": "tt",
             "torch": "torch NCHW", "torch_channels_last": "torch CL", "onnxruntime": "onnxruntime", "numpy": "numpy"}
-    lines = [f"Command: `{command}`", ""]
+    lines = [f"Command: `{command}`", "", f"Machine: {machine}", ""]
     for t in sorted({r["threads"] for r in rows}, reverse=True):
-        peak = peak_per_core * t
-        lines += [f"**{t} thread{'s' if t > 1 else ''}** (GFLOP/s, median; FMA peak about {peak:.0f})", "",
+        peak = peaks[t]
+        lines += [f"**{t} thread{'s' if t > 1 else ''}** (GFLOP/s, median; FMA peak of the target's vectors "
+                  f"measured on this machine: {peak:.0f})", "",
                   "| workload | " + " | ".join(head[c] for c in cols) + " | best peer | tt NCHW / best | "
                   "tt packed / best | tt % of peak |",
                   "|---" * (len(cols) + 5) + "|"]
@@ -172,7 +204,10 @@ def markdown(rows: list[dict], summary: dict, peak_per_core: float, command: str
         lines += ["", f"Geometric mean over C1-C12 of tensortune / best peer: NCHW view "
                       f"{_fmt(s['geomean_nchw'], '.2f')} (lowest {_fmt(s['min_nchw'], '.2f')}), packed view "
                       f"{_fmt(s['geomean_packed'], '.2f')} (lowest {_fmt(s['min_packed'], '.2f')}). Matmul / numpy: "
-                      + ", ".join(f"{k.split(':')[1]}^3 {_fmt(v, '.2f')}" for k, v in s["matmul_vs_numpy"].items()),
+                      + ", ".join(f"{k.split(':')[1]}^3 {_fmt(v, '.2f')}" for k, v in s["matmul_vs_numpy"].items())
+                      + ("; few-divisor shapes, best view / best peer: " + ", ".join(
+                          f"{k.split(':')[1]} {_fmt(v, '.2f')}" for k, v in s["few_divisors_best_view"].items())
+                         if s["few_divisors_best_view"] else ""),
                   ""]
     return "\n".join(lines)
 
@@ -202,11 +237,12 @@ def plot(rows: list[dict], threads: int, path: Path) -> None:
     plt.close(fig)
 
 
-def update_section(path: Path, text: str) -> None:
-    """Replace the marked section of ``path`` with ``text`` (append the section if it is not there)."""
+def update_section(path: Path, text: str, isa: str) -> None:
+    """Replace the section of ``path`` marked for ``isa`` with ``text`` (append the section if it is not there)."""
     old = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{text}\n{END}"
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    begin, end = MARKER.format(isa=isa, end="begin"), MARKER.format(isa=isa, end="end")
+    block = f"{begin}\n{text}\n{end}"
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
     new = pattern.sub(lambda _: block, old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + block + "\n"
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new)
@@ -218,7 +254,9 @@ def main() -> None:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=300, help="xgb trials per tuned task (default 300)")
-    p.add_argument("--workloads", nargs="*", help=f"subset of {CONVS + MATMULS}")
+    p.add_argument("--workloads", nargs="*", help=f"subset of {CONVS + MATMULS + tuple(FEW_DIVISORS)}")
+    p.add_argument("--few-divisors", action="store_true", help=f"also {', '.join(FEW_DIVISORS)} (prime extents)")
+    p.add_argument("--target", default="native", help="target to compile for, e.g. avx2 (default: this machine)")
     p.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} with 64 trials")
     p.add_argument("--history", action="store_true", help="transfer from the logs of the other workloads")
     p.add_argument("--out", default="results/vs_libraries", help="folder of tuning logs (resumable)")
@@ -226,30 +264,38 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--min-repeat-ms", type=float, default=20.0)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--peak-per-core", type=float, default=260.0,
-                   help="FMA peak GFLOP/s of one core (260 measured on the 4 GHz AVX-512 machines here)")
     p.add_argument("--skip-tune", action="store_true", help="only time what the logs hold")
-    p.add_argument("--png", default="docs/figures/vs_libraries.png")
+    p.add_argument("--png", help="bar chart (default docs/figures/vs_libraries_<isa>.png)")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--benchmarks-md", metavar="PATH", help="replace the marked section of this file (BENCHMARKS.md)")
     args = p.parse_args()
+    from tensortune.benchmarking.peak import fma_peak_gflops
+    from tensortune.target import Target
+
+    target = Target.parse(args.target)
     keys = tuple(args.workloads or (QUICK if args.quick else CONVS + MATMULS))
+    if args.few_divisors:
+        keys += tuple(k for k in FEW_DIVISORS if k not in keys)
     trials = 64 if args.quick else args.trials
-    out = Path(args.out) / ("quick" if args.quick else "full")
+    out = Path(args.out) / target.isa.value / ("quick" if args.quick else "full")
     out.mkdir(parents=True, exist_ok=True)
     if not args.skip_tune:
-        tune_all(keys, trials, out, args.history, args.batch_size)
-    rows = time_all(keys, out, args.threads, args.repeat, args.min_repeat_ms)
+        tune_all(keys, trials, out, args.history, args.batch_size, target)
+    rows = time_all(keys, out, args.threads, args.repeat, args.min_repeat_ms, target)
+    peaks = {t: fma_peak_gflops(target, t) for t in args.threads}
     summary = summarise(rows, args.threads)
     command = "python benchmarks/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
-    text = markdown(rows, summary, args.peak_per_core, command)
+    machine = f"{cpu_model()}; target `{target}` ({target.isa.value}); {os.cpu_count()} cores"
+    text = markdown(rows, summary, peaks, command, machine)
     print(text)
     if args.json:
-        write_json(args.json, {"rows": rows, "summary": {str(k): v for k, v in summary.items()}, "trials": trials})
+        write_json(args.json, {"rows": rows, "summary": {str(k): v for k, v in summary.items()}, "trials": trials,
+                               "target": str(target), "machine": machine,
+                               "fma_peak_gflops": {str(k): v for k, v in peaks.items()}})
     if args.benchmarks_md:
-        update_section(Path(args.benchmarks_md), text)
-    if args.png:  # last: a missing plotting library must not lose the results
-        plot(rows, max(args.threads), Path(args.png))
+        update_section(Path(args.benchmarks_md), text, target.isa.value)
+    # last: a missing plotting library must not lose the results
+    plot(rows, max(args.threads), Path(args.png or f"docs/figures/vs_libraries_{target.isa.value}.png"))
     if any(r["errors"].get(f"tensortune_{v}") for r in rows for v in ("nchw", "packed", "matmul")):
         raise SystemExit("some tuned kernel gave a wrong answer (see the errors above)")
 

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+import tensortune.target as tt_target
 import pytest
 
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
@@ -67,6 +69,9 @@ def test_vs_libraries_writes_its_results_before_the_plot(script, no_matplotlib, 
            "gflops": {"tensortune_matmul": 110.0, "numpy": 100.0}, "best_peer": "numpy", "ratio_matmul": 1.1,
            "ratio_vs_numpy": 1.1}
     monkeypatch.setattr(vs_libraries, "time_all", lambda *args: [row])
+    import tensortune.benchmarking.peak as peak
+
+    monkeypatch.setattr(peak, "fma_peak_gflops", lambda target, threads: 100.0 * threads)
     md = tmp_path / "BENCHMARKS.md"
     md.write_text("# Benchmarks\n")
     argv = ["vs_libraries.py", "--skip-tune", "--workloads", "matmul:512", "--threads", "1", "--out",
@@ -76,7 +81,9 @@ def test_vs_libraries_writes_its_results_before_the_plot(script, no_matplotlib, 
     vs_libraries.main()
     assert json.loads((tmp_path / "r.json").read_text())["rows"] == [row]
     text = md.read_text()
-    assert vs_libraries.BEGIN in text and "| matmul:512 |" in text
+    isa = tt_target.Target.host().isa.value
+    assert vs_libraries.MARKER.format(isa=isa, end="begin") in text and "| matmul:512 |" in text
+    assert "FMA peak of the target's vectors measured on this machine: 100" in text
     assert capsys.readouterr().out.rstrip().endswith("matplotlib is not installed (pip install -e \".[bench]\")")
     assert not (tmp_path / "fig").exists()
 

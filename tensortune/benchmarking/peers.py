@@ -26,6 +26,7 @@ import numpy as np
 
 from ..ops.operator import check_output
 from ..runtime.timer import MAX_CALIBRATIONS, time_repeats
+from ..target import ISA, Target
 
 if TYPE_CHECKING:
     from ..autotvm.task import Task
@@ -33,6 +34,27 @@ if TYPE_CHECKING:
 
 # Set on some machines to work around old OpenBLAS bugs; they slow a current numpy, so peers run without them.
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+#: Settings that keep the peer libraries to an ISA narrower than the machine's, so that they stay comparable
+#: with kernels compiled for it (AVX2 code measured on an AVX-512 machine). onnxruntime has no such setting.
+ISA_CAPS = {
+    ISA.AVX2: {"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    ISA.SCALAR: {"OPENBLAS_CORETYPE": "Prescott", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+}
+_ISA_RANK = {ISA.SCALAR: 0, ISA.NEON: 1, ISA.AVX2: 1, ISA.AVX512: 2}
+
+
+def peer_environment(target: Target, threads: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment of a peer process, and the ISA caps in it: the peers run with ``threads`` threads,
+    without the OpenBLAS overrides of this shell, and capped to ``target``'s ISA when it is narrower than
+    this machine's (on the same architecture)."""
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    host = Target.host()
+    caps = {}
+    if target.arch == host.arch and _ISA_RANK[target.isa] < _ISA_RANK[host.isa]:
+        caps = dict(ISA_CAPS.get(target.isa, {}))
+    return {**env, **caps}, caps
 
 PeerFactory = Callable[[list[np.ndarray], int], Callable[[], np.ndarray]]
 
@@ -59,15 +81,18 @@ def time_peers(task: Task, threads: int, repeat: int, min_repeat_ms: float) -> d
     """Each peer's ``{"median_s", "runs_s"}``, ``{"unavailable": ...}`` or ``{"error": ...}``, timed in a child."""
     spec = {"template": task.name, "args": list(task.args), "target": str(task.target), "threads": threads,
             "repeat": repeat, "min_repeat_ms": min_repeat_ms}
-    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(threads)
+    env, caps = peer_environment(task.target, threads)
     proc = subprocess.run([sys.executable, "-m", "tensortune.benchmarking.peers"], input=json.dumps(spec), env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"peers": {"error": f"the peer process failed (exit code {proc.returncode}): {tail}"}}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if caps:  # say which peers ran capped to the target's ISA (onnxruntime has no cap)
+        for name, entry in out.items():
+            if name != "onnxruntime":
+                entry["capped"] = " ".join(f"{k}={v}" for k, v in caps.items())
+    return out
 
 
 def _worker_main() -> int:
@@ -75,7 +100,6 @@ def _worker_main() -> int:
     spec = json.loads(sys.stdin.read())
     from ..autotvm.task import Task
     from ..autotvm.templates import TEMPLATES
-    from ..target import Target
 
     task = Task(TEMPLATES[spec["template"]], tuple(spec["args"]), Target.parse(spec["target"]))
     canonical = task.make_inputs(seed=0)
