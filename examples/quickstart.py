@@ -7,24 +7,29 @@ import numpy as np
 import tensortune as tt
 from tensortune import te
 
-M = N = K = 512
+M = N = K = 480
+# Sizes from this machine's vector registers: B panels of two registers (32 floats on AVX-512, 16 on
+# AVX2, 8 on NEON) and as many rows as keep the rows x 2 accumulators in registers (8, or 6 on AVX2).
+target = tt.Target.host()
+bn = 2 * target.lanes("float32")
+bm = min(8, target.accumulator_budget(2) // 2)
 
-# 1. What to compute: C[i, j] = sum_k A[i, k] * B[k, j], with B repacked into 32-column panels.
+# 1. What to compute: C[i, j] = sum_k A[i, k] * B[k, j], with B repacked into bn-column panels.
 A = te.placeholder((M, K), "float32", "A")
 B = te.placeholder((K, N), "float32", "B")
-PB = te.compute((N // 32, K, 32), lambda jo, k, ji: B[k, jo * 32 + ji], "B_packed")
+PB = te.compute((N // bn, K, bn), lambda jo, k, ji: B[k, jo * bn + ji], "B_packed")
 k = te.reduce_axis(K, "k")
-C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * PB[j // 32, k, j % 32], axis=k), "C")
+C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), "C")
 
 # 2. The naive schedule: loops in declaration order.
 naive = tt.build(tt.create_schedule(C), [A, B, C], name="matmul_naive")
 
-# 3. A hand-written schedule: 8x32 register tiles, vectorized and parallel.
+# 3. A hand-written schedule: bm x bn register tiles, vectorized and parallel.
 s = tt.create_schedule(C)
 CC = s.cache_write(C, "local")
 i, j = s[C].axis
-io, ii = s[C].split(i, 8)
-jo, ji = s[C].split(j, 32)
+io, ii = s[C].split(i, bm)
+jo, ji = s[C].split(j, bn)
 s[C].reorder(jo, io, ii, ji)
 tile = s[C].fuse(jo, io)
 s[C].parallel(tile)
