@@ -32,8 +32,9 @@ def available_backend() -> Backend:
 class ProgressDisplay:
     """Shows nothing; the base of the real displays. Use as a context manager or call ``close``."""
 
-    def update(self, done: int, current_gflops: float, best_gflops: float) -> None:
-        """``done`` trials so far (resumed ones included); GFLOP/s of the last batch's best and overall best."""
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
+        """``done`` trials so far (resumed ones included); GFLOP/s of the last batch's best and overall best;
+        ``note``: more to show (the task being tuned and the network's latency, for a network)."""
 
     def close(self, message: str | None = None) -> None:
         """Finish the display; ``message`` (e.g. why tuning stopped) is shown after it."""
@@ -61,6 +62,7 @@ class PlainProgress(ProgressDisplay):
         self.start = clock()
         self.last_print: float | None = None
         self.state = (initial, 0.0, 0.0)
+        self.note = ""
         self.printed_state: tuple[int, float, float] | None = None
         self.closed = False
 
@@ -69,15 +71,17 @@ class PlainProgress(ProgressDisplay):
         elapsed = self.clock() - self.start
         rate_done = done - self.initial
         eta = format_seconds(elapsed / rate_done * max(0, self.total - done)) if rate_done > 0 else "?"
+        note = f" | {self.note}" if self.note else ""
         return (f"{self.name}: {done}/{self.total} trials | current {cur:.2f} GFLOP/s | best {best:.2f} GFLOP/s"
-                f" | elapsed {format_seconds(elapsed)} | ETA {eta}")
+                f"{note} | elapsed {format_seconds(elapsed)} | ETA {eta}")
 
     def _print(self) -> None:
         print(self.line(), file=self.stream, flush=True)
         self.last_print, self.printed_state = self.clock(), self.state
 
-    def update(self, done: int, current_gflops: float, best_gflops: float) -> None:
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
         self.state = (done, current_gflops, best_gflops)
+        self.note = note
         if self.last_print is None or self.clock() - self.last_print >= self.interval or done >= self.total:
             self._print()
 
@@ -101,9 +105,9 @@ class TqdmProgress(ProgressDisplay):
         self.bar = tqdm(total=total, initial=initial, desc=name, unit="trial", file=self.stream, dynamic_ncols=True)
         self.closed = False
 
-    def update(self, done: int, current_gflops: float, best_gflops: float) -> None:
-        self.bar.set_postfix_str(f"current {current_gflops:.2f} GFLOP/s, best {best_gflops:.2f} GFLOP/s",
-                                 refresh=False)
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
+        self.bar.set_postfix_str(f"current {current_gflops:.2f} GFLOP/s, best {best_gflops:.2f} GFLOP/s"
+                                 + (f", {note}" if note else ""), refresh=False)
         self.bar.update(done - self.bar.n)
 
     def close(self, message: str | None = None) -> None:
@@ -131,9 +135,10 @@ class RichProgress(ProgressDisplay):
         self.task_id = self.progress.add_task(name, total=total, completed=initial, gflops="")
         self.closed = False
 
-    def update(self, done: int, current_gflops: float, best_gflops: float) -> None:
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
         self.progress.update(self.task_id, completed=done,
-                             gflops=f"current {current_gflops:.2f} | best {best_gflops:.2f} GFLOP/s")
+                             gflops=f"current {current_gflops:.2f} | best {best_gflops:.2f} GFLOP/s"
+                             + (f" | {note}" if note else ""))
 
     def close(self, message: str | None = None) -> None:
         if self.closed:

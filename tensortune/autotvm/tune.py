@@ -119,7 +119,7 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
     the_tuner = make_tuner(tuner, task, seed, history)
     with contextlib.ExitStack() as stack:
         stack.callback(the_tuner.close)
-        run = _Run(task, the_tuner, n_trial, log_file, early_stopping)
+        run = TuningRun(task, the_tuner, n_trial, log_file, early_stopping)
         run.resume()
         label = f"{task} [emulated: timings mean nothing]" if is_foreign(task.target) else str(task)
         display = stack.enter_context(progress_display(label, n_trial, min(run.done, n_trial), progress))
@@ -133,7 +133,7 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
                     break
                 inputs = [MeasureInput(task, i) for i in indices]
                 if measure is None:
-                    measure = _open_measurer(stack)
+                    measure = open_measurer(stack)
                 results = list(measure(inputs))
                 batch_best = run.record(inputs, results)
                 display.update(run.done, batch_best, run.result.best_gflops)
@@ -160,8 +160,9 @@ def _check_arguments(n_trial: int, batch_size: int, early_stopping: int | None) 
         raise TuneError(f"early_stopping must be a number of trials >= 1 or None, got {early_stopping}")
 
 
-class _Run:
-    """The state of one tuning run: trials done (resumed ones included), the best so far, when to stop."""
+class TuningRun:
+    """The state of one task's tuning: trials done (resumed ones included), the best so far, when to stop.
+    ``tune`` drives one; the network scheduler drives one per task, a round at a time."""
 
     def __init__(self, task: Task, tuner: Tuner, n_trial: int, log_file, early_stopping: int | None):
         self.task, self.tuner, self.n_trial = task, tuner, n_trial
@@ -215,7 +216,7 @@ class _Run:
         return False
 
 
-def _open_measurer(stack: contextlib.ExitStack) -> MeasureFn:
+def open_measurer(stack: contextlib.ExitStack) -> MeasureFn:
     """The default measurement: a ``Measurer`` with default options, closed when tuning ends."""
     from .measure.measure import MeasureOptions, Measurer
 

@@ -123,8 +123,13 @@ class XGBTuner(Tuner):
         self.plan: list[int] = []  # configs picked by the last annealing run, best first
         self._measured_since_plan = 0
         self.global_model: XGBCostModel | None = None
+        self._seed = seed or 0
         if history is not None:
-            self.global_model = train_global_model(history, exclude=task.workload_key, seed=seed or 0)
+            self.set_history(history)
+
+    def set_history(self, history: Iterable[Record]) -> None:
+        """Learn (again) from other workloads' records: the global model that seeds the predictions."""
+        self.global_model = train_global_model(history, exclude=self.task.workload_key, seed=self._seed)
 
     def close(self) -> None:
         """Stop the feature-extraction workers (restarted if the tuner is used again)."""

@@ -1,0 +1,233 @@
+"""Tuning a whole network: one trial budget shared across its tasks by expected gain.
+
+After Ansor's gradient-based task scheduler. The network's estimated latency is the sum over tasks
+of ``weight x best latency`` (weight: how often the task's kernel runs in the network). Every task
+first gets one round of trials; then each round goes to the task whose next trials are expected to
+lower the network's latency most: its weight times a mix of its recent improvement per trial
+(backward) and an optimistic estimate (forward: its latency over its trials so far, halved for each
+round since it last improved, so that a task whose search has stalled yields to one still finding
+faster kernels). A small share of rounds goes to a random task, so that no estimate starves a task.
+
+Each task keeps its tuner across rounds (a model-based tuner keeps its model and plan); a new
+tuner learns from the records the other tasks have gathered so far, and that history is refreshed
+as they grow (tasks of similar shape learn from each other). All tasks log to one file: a killed run
+resumes where it stopped and measures nothing twice.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Sequence
+
+from .measure.result import MeasureInput
+from .progress import progress_display
+from .record import Record, load_records
+from .task import Task
+from .tune import MeasureFn, TuneError, TuningRun, make_tuner, open_measurer
+from .tuner import Tuner, XGBTuner
+
+
+class Strategy(Enum):
+    """How rounds are shared among tasks."""
+
+    GRADIENT = "gradient"  # by expected gain (the scheduler)
+    ROUND_ROBIN = "round-robin"  # in turn (the baseline to beat)
+
+
+@dataclass(frozen=True)
+class WeightedTask:
+    """A task of a network and its weight (how often its kernel runs per inference)."""
+
+    task: Task
+    weight: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.weight, int) or self.weight < 1:
+            raise TuneError(f"a task's weight must be a positive integer, got {self.weight!r}")
+
+
+@dataclass
+class _TaskState:
+    item: WeightedTask
+    run: TuningRun
+    tuner: Tuner
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best latency s) after each round
+    history_size: int = 0  # other tasks' records its tuner learned from
+
+    @property
+    def stale_rounds(self) -> int:
+        """Rounds since the best latency last improved."""
+        n = 0
+        for (_, before), (_, after) in zip(reversed(self.curve[:-1]), reversed(self.curve)):
+            if after < before:
+                break
+            n += 1
+        return n
+
+    @property
+    def latency(self) -> float:
+        """Seconds of the best kernel measured so far (infinity before a success)."""
+        g = self.run.result.best_gflops
+        return self.item.task.flops / (g * 1e9) if g > 0 else math.inf
+
+    @property
+    def done(self) -> bool:
+        return self.run.stop_reason() is not None
+
+
+@dataclass
+class NetworkTuneResult:
+    """What a network tuning run found: per task its best, and the estimated latency along the way."""
+
+    tasks: list[WeightedTask]
+    best_index: list[int | None]
+    best_latency: list[float]  # seconds per call of each task's best kernel (inf: none ran)
+    trials: list[int]  # per task, resumed ones included
+    curve: list[tuple[int, float, float]] = field(default_factory=list)  # (total trials, seconds, est. latency)
+    stop_reason: str = ""
+
+    @property
+    def estimated_latency(self) -> float:
+        """Sum over tasks of weight x best latency (seconds; infinite while a task has no success)."""
+        return sum(t.weight * lat for t, lat in zip(self.tasks, self.best_latency))
+
+
+class TaskScheduler:
+    """Shares ``n_trial`` trials among ``tasks`` (see the module docstring); ``run()`` tunes them.
+
+    ``round_size`` trials make one round (one measured batch). ``alpha`` weighs the backward gradient
+    against the forward estimate; ``window`` is how many rounds back the backward gradient looks;
+    ``epsilon`` is the share of rounds given to a random unfinished task.
+    """
+
+    def __init__(self, tasks: Sequence[WeightedTask | Task], n_trial: int, tuner: str = "xgb",
+                 round_size: int = 16, log_file: str | os.PathLike | None = None, measure: MeasureFn | None = None,
+                 strategy: Strategy | str = Strategy.GRADIENT, early_stopping: int | None = None,
+                 seed: int | None = None, alpha: float = 0.2, window: int = 3, epsilon: float = 0.05,
+                 history: Sequence[Record] = (), progress: bool = True):
+        items = [t if isinstance(t, WeightedTask) else WeightedTask(t) for t in tasks]
+        if not items:
+            raise TuneError("a network with no tasks has nothing to tune")
+        keys = [(t.task.workload_key, str(t.task.target)) for t in items]
+        if len(set(keys)) != len(keys):
+            raise TuneError("the same task is listed twice; give it once with its weight (occurrences)")
+        if n_trial < 0 or round_size < 1 or window < 1 or not 0 <= alpha <= 1 or not 0 <= epsilon <= 1:
+            raise TuneError(f"need n_trial >= 0, round_size >= 1, window >= 1, alpha and epsilon in [0, 1]; got "
+                            f"{n_trial}, {round_size}, {window}, {alpha}, {epsilon}")
+        self.items, self.n_trial, self.tuner_name, self.round_size = items, n_trial, tuner, round_size
+        self.log_file, self.measure, self.strategy = log_file, measure, Strategy(strategy)
+        self.early_stopping, self.seed, self.progress = early_stopping, seed, progress
+        self.alpha, self.window, self.epsilon = alpha, window, epsilon
+        self.rng = random.Random(seed)
+        self.history = list(history)
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> NetworkTuneResult:
+        """Tune until ``n_trial`` trials in total (the log's included) or every task is finished."""
+        start = time.perf_counter()
+        with contextlib.ExitStack() as stack:
+            states = [self._open(i, stack) for i in range(len(self.items))]
+            result = NetworkTuneResult(self.items, [], [], [])
+            total = sum(s.run.done for s in states)
+            display = stack.enter_context(progress_display("network", self.n_trial, min(total, self.n_trial),
+                                                           self.progress))
+            measure = self.measure
+            turn = 0
+            while True:
+                reason = self._stop_reason(states, total)
+                if reason is not None:
+                    break
+                state = self._pick(states, turn)
+                turn += 1
+                if measure is None:
+                    measure = open_measurer(stack)
+                n = min(self.round_size, self.n_trial - total, state.run.n_trial - state.run.done)
+                self._refresh_history(state, states)
+                indices = state.tuner.next_batch(n)
+                if not indices:
+                    state.run.n_trial = state.run.done  # exhausted: finished
+                    continue
+                inputs = [MeasureInput(state.item.task, i) for i in indices]
+                batch_best = state.run.record(inputs, list(measure(inputs)))
+                total += len(inputs)
+                state.curve.append((state.run.done, state.latency))
+                estimate = sum(s.item.weight * s.latency for s in states)
+                result.curve.append((total, time.perf_counter() - start, estimate))
+                display.update(total, batch_best, state.run.result.best_gflops,
+                               note=f"task {state.item.task} | network {_fmt_latency(estimate)}")
+            result.stop_reason = reason
+            result.best_index = [s.run.result.best_index for s in states]
+            result.best_latency = [s.latency for s in states]
+            result.trials = [s.run.done for s in states]
+            display.close(f"network: {reason}; estimated latency {_fmt_latency(result.estimated_latency)}")
+        return result
+
+    def _open(self, i: int, stack: contextlib.ExitStack) -> _TaskState:
+        """Task ``i``'s tuner and run state, resumed from the log."""
+        item = self.items[i]
+        tuner = make_tuner(self.tuner_name, item.task, None if self.seed is None else self.seed + i)
+        stack.callback(tuner.close)
+        run = TuningRun(item.task, tuner, self.n_trial, self.log_file, self.early_stopping)
+        run.resume()
+        state = _TaskState(item, run, tuner)
+        if run.done:
+            state.curve.append((run.done, state.latency))
+        return state
+
+    def _stop_reason(self, states: list[_TaskState], total: int) -> str | None:
+        if total >= self.n_trial:
+            return f"reached {self.n_trial} trials"
+        if all(s.done for s in states):
+            return "every task is finished (space exhausted or no improvement)"
+        return None
+
+    # ------------------------------------------------------------------ choosing the next task
+    def _pick(self, states: list[_TaskState], turn: int) -> _TaskState:
+        live = [s for s in states if not s.done]
+        if self.strategy is Strategy.ROUND_ROBIN:
+            return min(live, key=lambda s: (s.run.done, states.index(s)))
+        first = [s for s in live if s.run.done < self.round_size or math.isinf(s.latency)]
+        if first:  # a first round for every task (and more for a task with no success yet)
+            return min(first, key=lambda s: (s.run.done, states.index(s)))
+        if self.rng.random() < self.epsilon:
+            return self.rng.choice(live)
+        return max(live, key=lambda s: (self.gradient(s), -s.run.done))
+
+    def gradient(self, state: _TaskState) -> float:
+        """Expected decrease of the network latency per trial spent on ``state``'s task."""
+        trials, latency = state.run.done, state.latency
+        backward = 0.0
+        if len(state.curve) > 1:
+            t0, l0 = state.curve[max(0, len(state.curve) - 1 - self.window)]
+            if trials > t0 and math.isfinite(l0):
+                backward = max(0.0, (l0 - latency) / (trials - t0))
+        forward = latency / max(1, trials) * 0.5 ** state.stale_rounds
+        return state.item.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+
+    # ------------------------------------------------------------------ transfer between tasks
+    def _refresh_history(self, state: _TaskState, states: list[_TaskState]) -> None:
+        """Give a model-based tuner the other tasks' records when they have grown by half since it last learned."""
+        if not isinstance(state.tuner, XGBTuner):
+            return
+        others = sum(s.run.done for s in states if s is not state) + len(self.history)
+        if others < max(self.round_size, 1.5 * state.history_size):
+            return
+        records = list(self.history)
+        if self.log_file is not None and os.path.exists(self.log_file):
+            records += [r for r in load_records(self.log_file) if not r.matches(state.item.task)]
+        state.tuner.set_history(records)
+        state.history_size = others
+
+
+def tune_network(tasks: Sequence[WeightedTask | Task], n_trial: int, **options) -> NetworkTuneResult:
+    """Tune a network's tasks within one budget of ``n_trial`` trials (options: see ``TaskScheduler``)."""
+    return TaskScheduler(tasks, n_trial, **options).run()
+
+
+def _fmt_latency(seconds: float) -> str:
+    return "unknown (a task has no successful kernel yet)" if math.isinf(seconds) else f"{seconds * 1e3:.3f} ms"

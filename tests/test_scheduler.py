@@ -1,0 +1,125 @@
+"""The network task scheduler, on fake measurements (no hardware): who gets the trials, and resuming."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from tensortune.autotvm.measure.result import ErrorKind, MeasureResult
+from tensortune.autotvm.record import load_records
+from tensortune.autotvm.scheduler import Strategy, TaskScheduler, WeightedTask, tune_network
+from tensortune.autotvm.task import Task
+from tensortune.autotvm.templates.matmul import matmul_template
+from tensortune.autotvm.tune import TuneError
+from tensortune.target import Target
+
+AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
+FLAT = Task(matmul_template, (64, 64, 64), AVX2)  # every config as fast as the next: no headroom
+STEEP = Task(matmul_template, (96, 64, 64), AVX2)  # a single sharp peak: each round may still find better
+STEEP2 = Task(matmul_template, (128, 64, 64), AVX2)
+
+
+def landscape(task: Task, index: int) -> float:
+    """Fake GFLOP/s of a config: flat tasks all 50; steep tasks 10 to 100 depending on the index."""
+    if task is FLAT:
+        return 50.0
+    return 10.0 + 90.0 * ((index * 2654435761) % 1000 / 999.0) ** 8
+
+
+class FakeMeasure:
+    """Records every (task, config) measured; timings from the landscape."""
+
+    def __init__(self):
+        self.calls: Counter = Counter()
+
+    def __call__(self, inputs):
+        out = []
+        for inp in inputs:
+            self.calls[(inp.task.workload_key, inp.config_index)] += 1
+            g = landscape(inp.task, inp.config_index)
+            out.append(MeasureResult((inp.task.flops / (g * 1e9),), ErrorKind.NONE, "", 0.0))
+        return out
+
+
+def per_task(measure: FakeMeasure) -> Counter:
+    return Counter(key for key, _ in measure.calls.elements())
+
+
+def test_the_task_with_more_headroom_gets_more_trials():
+    measure = FakeMeasure()
+    result = tune_network([FLAT, STEEP], 256, tuner="random", round_size=16, measure=measure, seed=0, progress=False)
+    trials = dict(zip([t.task.workload_key for t in result.tasks], result.trials))
+    assert sum(trials.values()) == 256
+    assert trials[STEEP.workload_key] > 1.5 * trials[FLAT.workload_key]
+    assert trials[FLAT.workload_key] >= 16  # but every task had its first round
+    assert per_task(measure) == Counter(trials)
+
+
+def test_a_task_that_runs_more_often_gets_more_trials():
+    measure = FakeMeasure()
+    result = tune_network([WeightedTask(STEEP, 1), WeightedTask(STEEP2, 12)], 320, tuner="random", round_size=16,
+                          measure=measure, seed=1, progress=False)
+    light, heavy = result.trials
+    assert heavy > light and light >= 16
+    assert result.estimated_latency == pytest.approx(sum(w.weight * lat for w, lat in zip(result.tasks,
+                                                                                        result.best_latency)))
+
+
+def test_round_robin_splits_the_budget_evenly():
+    result = tune_network([FLAT, STEEP, STEEP2], 96, tuner="random", round_size=16, measure=FakeMeasure(),
+                          strategy=Strategy.ROUND_ROBIN, seed=0, progress=False)
+    assert result.trials == [32, 32, 32]
+
+
+def test_the_scheduler_beats_round_robin_on_the_estimated_latency():
+    tasks = [WeightedTask(FLAT, 1), WeightedTask(STEEP, 4), WeightedTask(STEEP2, 4)]
+    gains = []
+    for seed in range(3):
+        latency = {}
+        for strategy in Strategy:
+            r = tune_network(tasks, 192, tuner="random", round_size=16, measure=FakeMeasure(), strategy=strategy,
+                             seed=seed, progress=False)
+            latency[strategy] = r.estimated_latency
+        gains.append(latency[Strategy.ROUND_ROBIN] / latency[Strategy.GRADIENT])
+    assert sum(gains) / len(gains) > 1.0 and min(gains) > 0.95
+
+
+def test_the_curve_of_estimated_latency_falls(tmp_path):
+    result = tune_network([FLAT, STEEP], 128, tuner="random", round_size=16, measure=FakeMeasure(), seed=2,
+                          progress=False)
+    totals = [c[0] for c in result.curve]
+    estimates = [c[2] for c in result.curve if math.isfinite(c[2])]
+    assert totals == sorted(totals) and totals[-1] == 128
+    assert all(b <= a for a, b in zip(estimates, estimates[1:]))  # best latencies only improve
+
+
+def test_a_killed_run_resumes_without_measuring_anything_twice(tmp_path):
+    log = tmp_path / "net.jsonl"
+    first = FakeMeasure()
+    tune_network([FLAT, STEEP], 80, tuner="random", round_size=16, measure=first, log_file=log, seed=3,
+                 progress=False)  # as if killed after 80 trials: the log holds them
+    assert len(load_records(log)) == 80
+    second = FakeMeasure()
+    result = tune_network([FLAT, STEEP], 160, tuner="random", round_size=16, measure=second, log_file=log, seed=4,
+                          progress=False)
+    assert sum(result.trials) == 160 and sum(second.calls.values()) == 80  # only the remaining budget
+    assert not set(first.calls) & set(second.calls)  # nothing measured twice
+    assert len(load_records(log)) == 160
+
+
+def test_model_based_tuners_learn_from_the_other_tasks(tmp_path):
+    log = tmp_path / "net.jsonl"
+    scheduler = TaskScheduler([STEEP, STEEP2], 96, tuner="xgb", round_size=16, measure=FakeMeasure(), log_file=log,
+                              seed=0, progress=False)
+    result = scheduler.run()
+    assert sum(result.trials) == 96 and all(i is not None for i in result.best_index)
+
+
+def test_bad_arguments_are_tune_errors():
+    with pytest.raises(TuneError, match="no tasks"):
+        TaskScheduler([], 10)
+    with pytest.raises(TuneError, match="listed twice"):
+        TaskScheduler([FLAT, FLAT], 10)
+    with pytest.raises(TuneError, match="weight"):
+        WeightedTask(FLAT, 0)
