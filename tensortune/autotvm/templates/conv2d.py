@@ -174,7 +174,8 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     acc.compute_at(out, xm)
     _, coc, _, cx, cb = acc.axis
     ico, kh, kw, ici = acc.reduce_axis
-    acc.reorder(*cfg["reorder_reduce"].apply(acc, [ico, kh, kw]), ici, coc, cx, cb)
+    # columns outside channel vectors: one broadcast input value serves every vector of its column
+    acc.reorder(*cfg["reorder_reduce"].apply(acc, [ico, kh, kw]), ici, cx, coc, cb)
     if cfg["unroll_kw"]:
         acc.unroll(kw)
     acc.unroll(coc)
