@@ -2,8 +2,10 @@
 
 Each line holds everything needed to replay the measurement's config: format version, target, workload
 key, template name and arguments, config index and its knob values, timings and error kind, and the
-tensortune version that measured it. ``load_records`` never raises on bad content: a corrupt line is
-skipped with a ``SkippedLineWarning`` naming the file and line.
+tensortune version that measured it; and, for a measurement on a cluster, the worker that made it (an
+optional field, added without a format change: logs without it load as before, and older readers ignore it).
+``load_records`` never raises on bad content: a corrupt line is skipped with a ``SkippedLineWarning`` naming
+the file and line.
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class Record:
     all_cost: float
     timestamp: float
     version: str
+    worker: str = ""  # the cluster worker that measured it; "" (and absent from the line) when measured locally
 
     @property
     def ok(self) -> bool:
@@ -76,7 +79,7 @@ class Record:
         return Task(TEMPLATES[self.template], self.args, Target.parse(self.target))
 
     def result(self) -> MeasureResult:
-        return MeasureResult(self.costs, self.error_kind, self.error_msg, self.all_cost, self.timestamp)
+        return MeasureResult(self.costs, self.error_kind, self.error_msg, self.all_cost, self.timestamp, self.worker)
 
     def matches(self, task: Task) -> bool:
         """Same workload and target as ``task``."""
@@ -89,7 +92,7 @@ class Record:
             target=str(task.target), workload=task.workload_key, template=task.name, args=tuple(task.args),
             config_index=inp.config_index, config=_jsonable(task.config(inp.config_index).to_json()),
             costs=tuple(res.costs), error_kind=res.error_kind, error_msg=res.error_msg, all_cost=res.all_cost,
-            timestamp=res.timestamp, version=__version__,
+            timestamp=res.timestamp, version=__version__, worker=res.worker,
         )
 
     def to_line(self) -> str:
@@ -100,6 +103,8 @@ class Record:
             "costs": list(self.costs), "error_kind": self.error_kind.name, "error_msg": self.error_msg,
             "all_cost": self.all_cost, "timestamp": self.timestamp, "version": self.version,
         }
+        if self.worker:  # optional: logs of one machine stay as they were
+            obj["worker"] = self.worker
         return json.dumps(obj, separators=(",", ":")) + "\n"
 
     @staticmethod
@@ -125,6 +130,7 @@ class Record:
             costs=tuple(float(c) for c in costs), error_kind=ErrorKind[kind_name],
             error_msg=f.get("error_msg", str), all_cost=float(f.get("all_cost", (int, float))),
             timestamp=float(f.get("timestamp", (int, float))), version=f.get("version", str),
+            worker=f.get("worker", str) if "worker" in obj else "",
         )
 
 
