@@ -10,14 +10,18 @@ Two parts; the output says which is which.
   compiling and 25 % running, i.e. 0.23 s to build a candidate on one core and 0.04 s to run it). Everything
   else is real: ``tune()`` with the random tuner and a log, the ``ClusterMeasurer``, Dask's scheduler and
   worker processes, the C6 task pickled to the workers. The target is this machine's (``-native``), so a
-  candidate is one task that builds and measures on its device. Reported: trials/min, speedup and
-  efficiency against 1 worker (linear scaling: 1.0), and the scheduler overhead per candidate (worker
-  time per candidate beyond the device's build + run).
+  candidate is one task that builds and measures on its device. Reported for batches of 16 (the CLI's
+  default: 2 candidates per worker at 8 workers) and 32: trials/min, speedup and efficiency against 1
+  worker (linear scaling: 1.0), and the overhead per candidate (worker time per candidate beyond the
+  device's build + run: Dask's scheduling, the tuning loop between batches, idle workers at a batch's end).
+  The scheduler, the client and the 8 workers share this machine's 2 cores, so the overhead is higher
+  here than on a cluster whose scheduler and workers have machines of their own.
 * **Real** (the real path, not a scaling figure): a ``LocalCluster`` with 2 real workers on this machine
   (guarded builds and runs, 1 kernel thread each, since the two "devices" share this machine's 2 cores),
   and the local ``Measurer`` (2 build processes, 2 kernel threads) on the same task and trials for reference.
 
-    PYTHONPATH=. python benchmarks/cluster_scaling.py [--trials 96] [--real-trials 32] [--json PATH]
+    PYTHONPATH=. python benchmarks/cluster_scaling.py [--trials 96] [--batch-sizes 16 32] [--real-trials 32]
+                                                      [--json PATH]
 
 (``PYTHONPATH=.`` makes the workers, which are separate processes, import this checkout.)
 """
@@ -139,7 +143,7 @@ def run_real(task, trials: int, batch_size: int, tmp: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=96, help="trials per simulated cluster size")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 32], metavar="N")
     p.add_argument("--build-s", type=float, default=BUILD_S, help="simulated build seconds per candidate")
     p.add_argument("--run-s", type=float, default=RUN_S, help="simulated run seconds per candidate")
     p.add_argument("--real-trials", type=int, default=32, help="trials of the real 2-worker run (0: skip it)")
@@ -152,33 +156,39 @@ def main() -> None:
         from tensortune.autotvm.catalog import task_from_workload
 
         task = task_from_workload("resnet18:C6")
-        walls, used = {}, {}
-        for n in WORKERS:
-            walls[n], used[n] = run_simulated(n, task, args.trials, args.batch_size, args.build_s, args.run_s,
-                                              os.path.join(tmp, f"sim-{n}.json"))
-        rows = scaling_rows(walls, args.trials, args.build_s + args.run_s)
-        real = run_real(task, args.real_trials, args.batch_size, tmp) if args.real_trials else None
+        rows, used = {}, {}
+        for batch in args.batch_sizes:
+            walls = {}
+            for n in WORKERS:
+                walls[n], workers = run_simulated(n, task, args.trials, batch, args.build_s, args.run_s,
+                                                  os.path.join(tmp, f"sim-{batch}-{n}.json"))
+                used[f"batch {batch}, {n} workers"] = len(workers)
+            rows[batch] = scaling_rows(walls, args.trials, args.build_s + args.run_s)
+        real = run_real(task, args.real_trials, args.batch_sizes[0], tmp) if args.real_trials else None
 
-    print(f"SIMULATED devices: {task} (resnet18:C6), random tuner, {args.trials} trials per cluster, batch "
-          f"{args.batch_size}; each device builds in {args.build_s} s and runs in {args.run_s} s (sleeps)")
-    print(f"  {'workers':>7} {'trials/min':>11} {'speedup':>8} {'efficiency':>11} {'overhead/candidate':>19}")
-    for r in rows:
-        print(f"  {r['workers']:>7} {r['trials_per_min']:>11.1f} {r['speedup']:>7.2f}x {r['efficiency']:>11.3f} "
-              f"{r['overhead_ms_per_candidate']:>16.1f} ms")
-    worst = min(r["efficiency"] for r in rows)
-    print(f"  lowest efficiency {worst:.3f} (target >= 0.8 of linear): {'met' if worst >= 0.8 else 'NOT met'}; "
-          f"workers used: {', '.join(f'{n}: {len(used[n])}' for n in WORKERS)}")
+    print(f"SIMULATED devices: {task} (resnet18:C6), random tuner, {args.trials} trials per cluster; each device "
+          f"builds in {args.build_s} s and runs in {args.run_s} s (sleeps)")
+    print(f"  {'batch':>5} {'workers':>7} {'trials/min':>11} {'speedup':>8} {'efficiency':>11} {'overhead/candidate':>19}")
+    for batch, batch_rows in rows.items():
+        for r in batch_rows:
+            print(f"  {batch:>5} {r['workers']:>7} {r['trials_per_min']:>11.1f} {r['speedup']:>7.2f}x "
+                  f"{r['efficiency']:>11.3f} {r['overhead_ms_per_candidate']:>16.1f} ms")
+        worst = min(r["efficiency"] for r in batch_rows)
+        print(f"  batch {batch}: lowest efficiency {worst:.3f} (target >= 0.8 of linear): "
+              f"{'met' if worst >= 0.8 else 'NOT met'}")
+    print(f"  workers that measured: {', '.join(f'{k}: {v}' for k, v in used.items())}")
     if real:
         c, loc = real["cluster_2_workers"], real["local_measurer"]
-        print(f"REAL: {args.real_trials} trials of the same task on this {os.cpu_count()}-core machine, fresh cache")
+        print(f"REAL: {args.real_trials} trials of the same task on this {os.cpu_count()}-core machine, batch "
+              f"{args.batch_sizes[0]}, fresh compile cache")
         print(f"  2 workers (1 kernel thread each)  {c['trials_per_min']:>7.1f} trials/min   per candidate: build "
               f"{c['build_s_per_candidate']:.3f} s, run {c['run_s_per_candidate']:.3f} s (summed over workers)")
         print(f"  local Measurer (2 threads)        {loc['trials_per_min']:>7.1f} trials/min")
     if args.json:
         write_json(args.json, {"task": str(task), "workload": "resnet18:C6", "cores": os.cpu_count(),
-                               "simulated": {"trials": args.trials, "batch_size": args.batch_size,
-                                             "build_s": args.build_s, "run_s": args.run_s, "rows": rows,
-                                             "workers_used": {str(n): len(used[n]) for n in WORKERS}},
+                               "simulated": {"trials": args.trials, "build_s": args.build_s, "run_s": args.run_s,
+                                             "rows_by_batch_size": {str(b): r for b, r in rows.items()},
+                                             "workers_that_measured": used},
                                "real": real})
 
 

@@ -141,9 +141,11 @@ class ClusterMeasurer:
         """One result per input, in order; failed candidates are results with an error kind."""
         start = time.perf_counter()
         resources = [device_resource(inp.task.target) for inp in inputs]
-        self._targets.update((r, str(inp.task.target)) for r, inp in zip(resources, inputs))
-        self._await_devices(set(resources), pending=0)
-        futures = [self._submit(inp, res) for inp, res in zip(inputs, resources)]
+        new = {r: str(inp.task.target) for r, inp in zip(resources, inputs) if r not in self._targets}
+        if new or self._missing_since is not None:  # later, a lost device shows while waiting for its tasks
+            self._targets.update(new)
+            self._await_devices(set(resources), pending=0)
+        futures = self._submit(inputs, resources)
         try:
             self._wait(futures, resources)
             finished = [f for f in futures if f.status == "finished"]
@@ -186,18 +188,32 @@ class ClusterMeasurer:
 
     # ----------------------------------------------------------------------------------------- internals
 
-    def _submit(self, inp: MeasureInput, resource: str) -> Future:
+    def _submit(self, inputs: Sequence[MeasureInput], resources: list[str]) -> list[Future]:
+        """The task whose result is ``(result, build seconds)``, per input; one ``map`` (one message to the
+        scheduler) per device and kind of build, since tasks sent one by one reach the workers one by one."""
         from . import cluster_worker as w
 
-        build, run = self.options.builder, self.options.runner
+        groups: dict[tuple[str, bool], list[int]] = {}
+        for i, (inp, res) in enumerate(zip(inputs, resources)):
+            groups.setdefault((res, inp.task.target.native), []).append(i)
+        futures: list[Future] = [None] * len(inputs)  # type: ignore[list-item]
+        build, run, name = self.options.builder, self.options.runner, self.device.name
         common = dict(retries=self.cluster_options.retries, pure=False)
-        tag = f"{inp.config_index}-{uuid.uuid4().hex[:12]}"
-        if inp.task.target.native:  # built on the device itself: see the module docstring
-            return self.client.submit(w.build_and_measure_task, self.device.name, inp, build, run,
-                                      resources={resource: 1}, key=f"tensortune-build-and-measure-{tag}", **common)
-        built = self.client.submit(w.build_task, self.device.name, inp, build, key=f"tensortune-build-{tag}", **common)
-        return self.client.submit(w.measure_task, self.device.name, inp, built, run, resources={resource: 1},
-                                  key=f"tensortune-measure-{tag}", **common)
+        for (resource, native), indices in groups.items():
+            group = [inputs[i] for i in indices]
+            tags = [f"{inp.config_index}-{uuid.uuid4().hex[:12]}" for inp in group]  # readable, unique task keys
+            on_device = dict(resources={resource: 1}, **common)
+            if native:  # built on the device itself: see the module docstring
+                done = self.client.map(w.build_and_measure_task, group, key=_keys("build-and-measure", tags),
+                                       device=name, build_options=build, run_options=run, **on_device)
+            else:
+                built = self.client.map(w.build_task, group, key=_keys("build", tags), device=name, options=build,
+                                        **common)
+                done = self.client.map(w.measure_task, group, built, key=_keys("measure", tags), device=name,
+                                       options=run, **on_device)
+            for i, fut in zip(indices, done):
+                futures[i] = fut
+        return futures
 
     def _wait(self, futures: list[Future], resources: list[str]) -> None:
         """Until every future is done; raises ``NoMatchingWorkerError`` if the devices they need are gone too long."""
@@ -209,8 +225,8 @@ class ClusterMeasurer:
                     wait(futures, timeout=POLL_S)
                 return
             except TimeoutError:
-                waiting = {res for f, res in zip(futures, resources) if not f.done()}
-                self._await_devices(waiting, pending=len([f for f in futures if not f.done()]))
+                waiting = [res for f, res in zip(futures, resources) if not f.done()]
+                self._await_devices(set(waiting), pending=len(waiting))
 
     def _await_devices(self, resources: set[str], pending: int) -> None:
         """Return at once if the cluster has a worker for each of ``resources``; else wait for one, up to
@@ -243,6 +259,10 @@ class ClusterMeasurer:
         what = f"{type(exc).__name__}: {exc}" if exc is not None else f"the task ended as {fut.status!r}"
         return MeasureResult((), ErrorKind.UNKNOWN, f"cluster task failed after {self.cluster_options.retries} "
                                                     f"retries: {what}", 0.0), 0.0
+
+
+def _keys(stage: str, tags: list[str]) -> list[str]:
+    return [f"tensortune-{stage}-{tag}" for tag in tags]
 
 
 def _connect(distributed: Any, address: str, timeout: float) -> Client:

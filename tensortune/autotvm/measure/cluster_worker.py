@@ -73,19 +73,21 @@ class DevicePlugin(WorkerPlugin):
 
 
 # ------------------------------------------------------------------------- tasks (they run on the workers)
-# Each returns ``(result, build seconds)``; the result names the worker that measured it.
+# ``device`` names the worker's device plugin. The measure tasks return ``(result, build seconds)``; the
+# result names the worker that measured it.
 
-def build_task(device: str, inp: MeasureInput, options: BuildOptions) -> BuildResult:
+def build_task(inp: MeasureInput, *, device: str, options: BuildOptions) -> BuildResult:
     """Build a candidate for a target that is not ``-native`` (on any worker); its library travels as bytes."""
     return _device(device).build(inp, options)
 
 
-def measure_task(device: str, inp: MeasureInput, build: BuildResult, options: RunOptions) -> tuple[MeasureResult, float]:
+def measure_task(inp: MeasureInput, build: BuildResult, *, device: str,
+                 options: RunOptions) -> tuple[MeasureResult, float]:
     """Measure a candidate built elsewhere (on a worker holding the target's device resource)."""
     return _stamped(_device(device).run(inp, build, options), build.build_seconds)
 
 
-def build_and_measure_task(device: str, inp: MeasureInput, build_options: BuildOptions,
+def build_and_measure_task(inp: MeasureInput, *, device: str, build_options: BuildOptions,
                            run_options: RunOptions) -> tuple[MeasureResult, float]:
     """Build and measure a candidate of a ``-native`` target on the device itself."""
     dev = _device(device)
