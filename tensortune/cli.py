@@ -5,6 +5,7 @@
     tensortune best c6.json            # best record per workload: GFLOP/s, time per call, config
     tensortune show c6.json            # loop IR and C source of the best config
     tensortune bench c6.json           # tuned kernel vs the default schedule and numpy / PyTorch / onnxruntime
+    tensortune worker tcp://HOST:8786  # serve this machine as a measuring device of a Dask cluster
 
 A user mistake (unknown operator, malformed shape, missing log...) prints one line on stderr and exits
 with status 2; ``--json`` prints one JSON object on stdout instead of the text summary.
@@ -53,6 +54,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return value
 
 
@@ -105,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--early-stopping", type=_positive, metavar="N", help="stop after N trials without improvement")
     t.add_argument("--seed", type=int, help="seed of the tuner's random choices")
     t.add_argument("--history", metavar="FILE", help="log of other workloads for the xgb tuners to transfer from")
+    t.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                   help="build and measure on the workers of this Dask scheduler (see 'tensortune worker')")
     t.add_argument("--quiet", action="store_true", help="no progress display")
     t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
@@ -130,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--threads", type=_positive, help="threads for every kernel (default: all usable cores)")
     n.add_argument("--repeat", type=_positive, default=15, help="timed repeats; the median is reported (default 15)")
     n.add_argument("--json", action="store_true", help="print one JSON object")
+
+    w = sub.add_parser("worker", help="serve this machine as a measuring device of a Dask cluster",
+                       description="Start a Dask worker that measures candidates for this machine's target (one at a "
+                                   "time) and builds candidates for any target, until stopped (Ctrl-C, SIGTERM). "
+                                   "Needs Dask: pip install \"tensortune[cluster]\".")
+    w.add_argument("scheduler", metavar="tcp://HOST:PORT", help="the address 'dask scheduler' prints")
+    w.add_argument("--target", help="the target this machine measures (default: this machine's own target, the one "
+                                    "'tensortune tune' tunes for)")
+    w.add_argument("--build-threads", type=_non_negative, default=0, metavar="N",
+                   help="threads that build while this machine measures (default 0: builds and measurements take "
+                        "turns, so builds never disturb timings)")
+    w.add_argument("--name", help="the worker's name in the cluster (default: its address)")
     return p
 
 
@@ -181,7 +206,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     _check_log_writable(args.log)
     if args.history is not None and not os.path.isfile(args.history):
         raise CLIError(f"no such history log: {args.history}")
-    measurer = Measurer(MeasureOptions(runner=RunOptions(num_threads=args.threads)))
+    options = MeasureOptions(runner=RunOptions(num_threads=args.threads))
+    if args.cluster is not None:
+        from .autotvm.measure.cluster import ClusterMeasurer
+
+        measurer = ClusterMeasurer(args.cluster, options)
+    else:
+        measurer = Measurer(options)
     start = time.perf_counter()
     try:
         with measurer:
@@ -208,6 +239,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         "resumed_trials": len(result.history) - result.n_measured, "failures": dict(failures),
         "stop_reason": result.stop_reason, "log": str(args.log), "wall_s": wall,
         "build_s": measurer.stats.build_s, "run_s": measurer.stats.run_s, "emulated": result.emulated,
+        "workers": dict(getattr(measurer.stats, "workers", {})),  # on a cluster: candidates measured by each
     }
     if args.json:
         print(json.dumps(summary))
@@ -275,7 +307,12 @@ def _print_tune_summary(s: dict) -> None:
     if s["failures"]:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(s["failures"].items()))
         print(f"failed    {sum(s['failures'].values())} ({kinds})")
-    print(f"time      {s['wall_s']:.1f} s (compiling {s['build_s']:.1f} s, running {s['run_s']:.1f} s)")
+    if s["workers"]:
+        print(f"time      {s['wall_s']:.1f} s (compiling {s['build_s']:.1f} s, running {s['run_s']:.1f} s, summed "
+              f"over workers)")
+        print(f"workers   {len(s['workers'])}: " + ", ".join(f"{w} ({n})" for w, n in sorted(s["workers"].items())))
+    else:
+        print(f"time      {s['wall_s']:.1f} s (compiling {s['build_s']:.1f} s, running {s['run_s']:.1f} s)")
     print(f"log       {s['log']}")
     if s["emulated"]:
         print(f"note      {EMULATED_NOTE}")
@@ -431,6 +468,24 @@ def _print_bench(report: dict) -> None:
                 print(f"  {label:<30} {k.get('unavailable') or k.get('error')}")
 
 
+# ------------------------------------------------------------------------------------------- worker
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from .autotvm.measure.cluster import device_resource, require_distributed
+    from .target import Target
+
+    target = Target.parse(args.target) if args.target else Target.host()
+    require_distributed()
+    from .autotvm.measure.cluster_worker import run_worker
+
+    def started(worker) -> None:
+        print(f"tensortune worker {worker.address}: measures target '{target}' (resource {device_resource(target)}) "
+              f"for {args.scheduler}; Ctrl-C stops it", file=sys.stderr, flush=True)
+
+    run_worker(args.scheduler, target, name=args.name, build_threads=args.build_threads, on_start=started)
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------------------- formatting
 
 def _fmt_seconds(s: float | None) -> str:
@@ -448,7 +503,7 @@ def _fmt_config(config: dict) -> str:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "tune": cmd_tune, "best": cmd_best, "show": cmd_show, "bench": cmd_bench,
+    "tune": cmd_tune, "best": cmd_best, "show": cmd_show, "bench": cmd_bench, "worker": cmd_worker,
 }
 
 if __name__ == "__main__":

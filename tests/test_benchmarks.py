@@ -94,3 +94,13 @@ def test_plots_are_drawn_with_matplotlib(script, tmp_path):
     row = {"workload": "resnet18:C6", "threads": 2, "gflops": {"tensortune_nchw": 400.0, "torch": 380.0}}
     script("vs_libraries").plot([row], 2, tmp_path / "fig" / "vs.png")
     assert sorted(p.name for p in tmp_path.rglob("*.png")) == ["matmul_512.png", "vs.png"]
+
+
+def test_cluster_scaling_rows_compare_each_cluster_with_one_worker(script):
+    cluster_scaling = script("cluster_scaling")
+    rows = cluster_scaling.scaling_rows({1: 60.0, 2: 30.0, 4: 20.0}, trials=120, device_s=0.4)
+    assert [r["trials_per_min"] for r in rows] == [120.0, 240.0, 360.0]
+    assert [r["speedup"] for r in rows] == [1.0, 2.0, 3.0]
+    assert [r["efficiency"] for r in rows] == [1.0, 1.0, 0.75]
+    # worker time per candidate (wall x workers / trials) beyond the device's 0.4 s
+    assert [r["overhead_ms_per_candidate"] for r in rows] == [100.0, 100.0, 266.7]

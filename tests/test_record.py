@@ -102,6 +102,22 @@ def test_emulated_is_an_optional_field_written_only_when_true(tmp_path):
     assert [r.emulated for r in recs] == [False, True] and recs[1].result() == emulated
 
 
+def test_a_cluster_record_names_its_worker_and_a_local_one_keeps_the_old_keys(tmp_path):
+    log = tmp_path / "log.jsonl"
+    t = task()
+    measured = MeasureResult((1e-3,), ErrorKind.NONE, "", 0.5, 1000.0, worker="tcp://10.0.0.5:40123")
+    append_records(log, pairs(t, [(5, measured), (6, ok(2e-3))]))
+    remote, local = load_records(log)
+    assert remote.worker == "tcp://10.0.0.5:40123" and remote.result() == measured
+    assert local.worker == "" and local.result().worker == ""
+    remote_line, local_line = (json.loads(line) for line in log.read_text().splitlines())
+    assert remote_line["worker"] == "tcp://10.0.0.5:40123" and remote_line["v"] == RECORD_VERSION
+    assert "worker" not in local_line  # a log of one machine is what it was before clusters
+    bad = dict(remote_line, worker=7)
+    log.write_text(json.dumps(bad) + "\n")
+    assert load_catching(log) == ([], [1])
+
+
 def test_appending_adds_lines_and_blank_lines_are_ignored(tmp_path):
     log = tmp_path / "log.jsonl"
     t = task()

@@ -1,4 +1,5 @@
-"""What a tuning run shows while it runs: task, trials done/total, current and best GFLOP/s, elapsed, ETA.
+"""What a tuning run shows while it runs: task, trials done/total, current and best GFLOP/s, elapsed, ETA, and
+on a cluster the workers that measured the last batch.
 
 Uses ``rich`` if it is installed, else ``tqdm``, else plain lines on stderr every few seconds. Neither
 library is a dependency. ``progress_display(..., enabled=False)`` shows nothing (the CLI's --quiet).
@@ -9,7 +10,7 @@ import importlib.util
 import sys
 import time
 from enum import Enum
-from typing import Callable, TextIO
+from typing import Callable, Sequence, TextIO
 
 
 class Backend(Enum):
@@ -32,9 +33,11 @@ def available_backend() -> Backend:
 class ProgressDisplay:
     """Shows nothing; the base of the real displays. Use as a context manager or call ``close``."""
 
-    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "",
+               workers: Sequence[str] = ()) -> None:
         """``done`` trials so far (resumed ones included); GFLOP/s of the last batch's best and overall best;
-        ``note``: more to show (the task being tuned and the network's latency, for a network)."""
+        ``note``: more to show (the task being tuned and the network's latency, for a network); the cluster
+        workers that measured the last batch (none on one machine)."""
 
     def close(self, message: str | None = None) -> None:
         """Finish the display; ``message`` (e.g. why tuning stopped) is shown after it."""
@@ -44,6 +47,15 @@ class ProgressDisplay:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def format_workers(workers: Sequence[str], shown: int = 3) -> str:
+    """`` | 2 workers: 10.0.0.5:40123, 10.0.0.6:40123`` (the first ``shown``, then a count); "" for none."""
+    if not workers:
+        return ""
+    names = [w.removeprefix("tcp://") for w in sorted(workers)]
+    more = f" +{len(names) - shown} more" if len(names) > shown else ""
+    return f" | {len(names)} worker{'s' if len(names) > 1 else ''}: {', '.join(names[:shown])}{more}"
 
 
 def format_seconds(seconds: float) -> str:
@@ -64,6 +76,7 @@ class PlainProgress(ProgressDisplay):
         self.state = (initial, 0.0, 0.0)
         self.note = ""
         self.printed_state: tuple[int, float, float] | None = None
+        self.workers: Sequence[str] = ()
         self.closed = False
 
     def line(self) -> str:
@@ -73,15 +86,15 @@ class PlainProgress(ProgressDisplay):
         eta = format_seconds(elapsed / rate_done * max(0, self.total - done)) if rate_done > 0 else "?"
         note = f" | {self.note}" if self.note else ""
         return (f"{self.name}: {done}/{self.total} trials | current {cur:.2f} GFLOP/s | best {best:.2f} GFLOP/s"
-                f"{note} | elapsed {format_seconds(elapsed)} | ETA {eta}")
+                f"{note} | elapsed {format_seconds(elapsed)} | ETA {eta}{format_workers(self.workers)}")
 
     def _print(self) -> None:
         print(self.line(), file=self.stream, flush=True)
         self.last_print, self.printed_state = self.clock(), self.state
 
-    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
-        self.state = (done, current_gflops, best_gflops)
-        self.note = note
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "",
+               workers: Sequence[str] = ()) -> None:
+        self.state, self.note, self.workers = (done, current_gflops, best_gflops), note, workers
         if self.last_print is None or self.clock() - self.last_print >= self.interval or done >= self.total:
             self._print()
 
@@ -105,9 +118,10 @@ class TqdmProgress(ProgressDisplay):
         self.bar = tqdm(total=total, initial=initial, desc=name, unit="trial", file=self.stream, dynamic_ncols=True)
         self.closed = False
 
-    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "",
+               workers: Sequence[str] = ()) -> None:
         self.bar.set_postfix_str(f"current {current_gflops:.2f} GFLOP/s, best {best_gflops:.2f} GFLOP/s"
-                                 + (f", {note}" if note else ""), refresh=False)
+                                 + (f", {note}" if note else "") + format_workers(workers), refresh=False)
         self.bar.update(done - self.bar.n)
 
     def close(self, message: str | None = None) -> None:
@@ -135,10 +149,11 @@ class RichProgress(ProgressDisplay):
         self.task_id = self.progress.add_task(name, total=total, completed=initial, gflops="")
         self.closed = False
 
-    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "") -> None:
+    def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "",
+               workers: Sequence[str] = ()) -> None:
         self.progress.update(self.task_id, completed=done,
                              gflops=f"current {current_gflops:.2f} | best {best_gflops:.2f} GFLOP/s"
-                             + (f" | {note}" if note else ""))
+                             + (f" | {note}" if note else "") + format_workers(workers))
 
     def close(self, message: str | None = None) -> None:
         if self.closed:

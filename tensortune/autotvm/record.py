@@ -2,10 +2,10 @@
 
 Each line holds everything needed to replay the measurement's config: format version, target, workload
 key, template name and arguments, config index and its knob values, timings and error kind, and the
-tensortune version that measured it. Optional fields, absent from older lines (they read as the default):
-``"emulated": true`` when the kernel ran under an emulator, so its timings mean nothing (an older reader
-ignores the field). ``load_records`` never raises on bad content: a corrupt line is skipped with a
-``SkippedLineWarning`` naming the file and line.
+tensortune version that measured it. Optional fields, absent from older lines (they read as the default;
+older readers ignore them): ``"emulated": true`` when the kernel ran under an emulator, so its timings mean
+nothing; ``"worker"``, the cluster worker that measured it. ``load_records`` never raises on bad content: a
+corrupt line is skipped with a ``SkippedLineWarning`` naming the file and line.
 """
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ class Record:
     timestamp: float
     version: str
     emulated: bool = False  # ran under an emulator: checked, but its timings mean nothing
+    worker: str = ""  # the cluster worker that measured it; "" (and absent from the line) when measured locally
 
     @property
     def ok(self) -> bool:
@@ -80,7 +81,8 @@ class Record:
         return Task(TEMPLATES[self.template], self.args, Target.parse(self.target))
 
     def result(self) -> MeasureResult:
-        return MeasureResult(self.costs, self.error_kind, self.error_msg, self.all_cost, self.timestamp, self.emulated)
+        return MeasureResult(self.costs, self.error_kind, self.error_msg, self.all_cost, self.timestamp, self.emulated,
+                             self.worker)
 
     def matches(self, task: Task) -> bool:
         """Same workload and target as ``task``."""
@@ -93,7 +95,7 @@ class Record:
             target=str(task.target), workload=task.workload_key, template=task.name, args=tuple(task.args),
             config_index=inp.config_index, config=_jsonable(task.config(inp.config_index).to_json()),
             costs=tuple(res.costs), error_kind=res.error_kind, error_msg=res.error_msg, all_cost=res.all_cost,
-            timestamp=res.timestamp, version=__version__, emulated=res.emulated,
+            timestamp=res.timestamp, version=__version__, emulated=res.emulated, worker=res.worker,
         )
 
     def to_line(self) -> str:
@@ -106,6 +108,8 @@ class Record:
         }
         if self.emulated:  # optional: lines of kernels timed natively stay as they always were
             obj["emulated"] = True
+        if self.worker:  # optional: logs of one machine stay as they were
+            obj["worker"] = self.worker
         return json.dumps(obj, separators=(",", ":")) + "\n"
 
     @staticmethod
@@ -131,7 +135,7 @@ class Record:
             costs=tuple(float(c) for c in costs), error_kind=ErrorKind[kind_name],
             error_msg=f.get("error_msg", str), all_cost=float(f.get("all_cost", (int, float))),
             timestamp=float(f.get("timestamp", (int, float))), version=f.get("version", str),
-            emulated=f.optional("emulated", bool, False),
+            emulated=f.optional("emulated", bool, False), worker=f.optional("worker", str, ""),
         )
 
 

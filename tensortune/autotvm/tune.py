@@ -11,7 +11,7 @@ import contextlib
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..errors import TensortuneError
 from ..runtime.cross import is_foreign
@@ -21,6 +21,9 @@ from .record import Record, append_records, load_records, task_records
 from .space import ConfigEntity
 from .task import Task
 from .tuner import GATuner, GridTuner, RandomTuner, Tuner, XGBRegTuner, XGBTuner
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 MeasureFn = Callable[[list[MeasureInput]], list[MeasureResult]]
 Callback = Callable[[Tuner, list[MeasureInput], list[MeasureResult]], None]
@@ -102,7 +105,8 @@ def _resumed(log_file: str | os.PathLike | None, task: Task) -> list[Record]:
 def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int = 16,
          measure: MeasureFn | None = None, log_file: str | os.PathLike | None = None,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (), progress: bool = True,
-         seed: int | None = None, history: str | os.PathLike | Sequence[Record] | None = None) -> TuneResult:
+         seed: int | None = None, history: str | os.PathLike | Sequence[Record] | None = None,
+         cluster: str | Client | None = None) -> TuneResult:
     """Tune ``task`` until ``n_trial`` configs are measured in total (the log's included).
 
     ``tuner``: ``xgb`` (the learned cost model steering simulated annealing; the default), ``random`` (the
@@ -111,9 +115,13 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
     improvement. Failed candidates are recorded with their error kind and tuning goes on. On Ctrl-C the
     progress display is closed and ``KeyboardInterrupt`` re-raised; every finished batch is in the log.
     ``history``: a log (or records) of other workloads that a model-based tuner transfers from.
-    The tuner's resources (its worker processes) and a default ``Measurer`` are closed when tuning ends.
+    ``cluster``: a Dask scheduler's address (``tcp://HOST:PORT``) or a ``distributed.Client``: measure on the
+    cluster's workers (a ``ClusterMeasurer``) instead of this machine; not together with ``measure``.
+    The tuner's resources (its worker processes) and a default measurer are closed when tuning ends.
     """
     _check_arguments(n_trial, batch_size, early_stopping)
+    if measure is not None and cluster is not None:
+        raise TuneError("give measure= or cluster=, not both (a ClusterMeasurer is a measure function)")
     if history is not None and not isinstance(history, (list, tuple)):
         history = load_records(history)
     the_tuner = make_tuner(tuner, task, seed, history)
@@ -133,10 +141,11 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
                     break
                 inputs = [MeasureInput(task, i) for i in indices]
                 if measure is None:
-                    measure = open_measurer(stack)
+                    measure = open_measurer(stack, cluster)
                 results = list(measure(inputs))
                 batch_best = run.record(inputs, results)
-                display.update(run.done, batch_best, run.result.best_gflops)
+                workers = sorted({r.worker for r in results if r.worker})  # on a cluster
+                display.update(run.done, batch_best, run.result.best_gflops, workers=workers)
                 for cb in callbacks:
                     cb(the_tuner, inputs, results)
         except KeyboardInterrupt:
@@ -216,10 +225,16 @@ class TuningRun:
         return False
 
 
-def open_measurer(stack: contextlib.ExitStack) -> MeasureFn:
-    """The default measurement: a ``Measurer`` with default options, closed when tuning ends."""
+def open_measurer(stack: contextlib.ExitStack, cluster: str | Client | None = None) -> MeasureFn:
+    """The default measurement, closed when tuning ends: a ``Measurer`` with default options, or on ``cluster``
+    a ``ClusterMeasurer``."""
     from .measure.measure import MeasureOptions, Measurer
 
+    if cluster is not None:
+        from .measure.cluster import ClusterMeasurer
+
+        measurer = stack.enter_context(ClusterMeasurer(cluster, MeasureOptions()))
+        return measurer.measure
     measurer = Measurer(MeasureOptions())
     stack.enter_context(measurer)
     return measurer.measure

@@ -22,6 +22,7 @@ class ErrorKind(Enum):
     BUILD_TIMEOUT = 5
     RUN_TIMEOUT = 6
     UNKNOWN = 7
+    WORKER_LOST = 8  # on a cluster: the machines measuring it died, more often than the scheduler retries
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class MeasureResult:
     all_cost: float  # wall seconds spent on this candidate, build included
     timestamp: float = field(default_factory=time.time)
     emulated: bool = False
+    worker: str = ""  # the cluster worker that measured it (its address); "" when measured by this process
 
     @property
     def ok(self) -> bool:
