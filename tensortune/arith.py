@@ -66,7 +66,10 @@ class Analyzer:
             out = dict(ta)
             for k, v in tb.items():
                 out[k] = out.get(k, 0) + sign * v
-            return {k: v for k, v in out.items() if v != 0}, ca + sign * cb
+            out = {k: v for k, v in out.items() if v != 0}
+            if len(out) > 1 and any(type(a) is Binary and a.op is BinOp.FLOORMOD for a in out):
+                return self._merge_divmod(out, ca + sign * cb)
+            return out, ca + sign * cb
         if isinstance(e, Binary) and e.op is BinOp.MUL:
             ta, ca = self.linear(e.a)
             tb, cb = self.linear(e.b)
@@ -75,6 +78,20 @@ class Analyzer:
             if not tb:
                 return {k: v * cb for k, v in ta.items() if v * cb != 0}, ca * cb
         return {e: 1}, 0
+
+    def _merge_divmod(self, terms: dict, c: int) -> Linear:
+        """Fold ``k*d*(e // d) + k*(e % d)`` into ``k*e``: a fused loop split back into its two indices
+        (``y = p // W``, ``x = p % W``) and flattened again (``y*W + x``) is the fused index ``p``."""
+        for atom, coef in terms.items():
+            if type(atom) is Binary and atom.op is BinOp.FLOORMOD and isinstance(atom.b, Const) and atom.b.value > 0:
+                div = Binary(BinOp.FLOORDIV, atom.a, atom.b)
+                if terms.get(div) == coef * atom.b.value:
+                    merged = {k: v for k, v in terms.items() if k != atom and k != div}
+                    inner, c_inner = self.linear(atom.a)
+                    for k, v in inner.items():
+                        merged[k] = merged.get(k, 0) + coef * v
+                    return self._merge_divmod({k: v for k, v in merged.items() if v != 0}, c + coef * c_inner)
+        return terms, c
 
     def from_linear(self, terms: dict, c: int, dtype: DType = DType.int32) -> Expr:
         """Rebuild an expression from a linear form: positive terms, then negative ones, then the constant.

@@ -100,8 +100,17 @@ class Target:
 
     def accumulator_budget(self, operand_vectors: int = 1) -> int:
         """Vector registers left for accumulators when ``operand_vectors`` registers hold the operands of one
-        step (the vectors loaded from the packed operand) and one more holds a broadcast scalar."""
+        step (the vectors loaded from the packed operand) and one more holds a broadcast scalar: what a
+        hand-written register tile should use."""
         return max(1, self.vector_registers - operand_vectors - 1)
+
+    def max_accumulators(self, operand_vectors: int = 1) -> int:
+        """The most accumulator registers a register tile may use: on x86 an FMA reads one operand straight
+        from memory, so only a broadcast and a scratch register must stay free (whether streaming the
+        operands is faster is for measurement to tell); elsewhere the operands need registers too."""
+        if self.isa in (ISA.AVX2, ISA.AVX512):
+            return self.vector_registers - 2
+        return self.accumulator_budget(operand_vectors)
 
     @property
     def caches(self) -> CacheSizes:

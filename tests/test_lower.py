@@ -636,3 +636,11 @@ def test_simplify_does_not_depend_on_what_the_analyzer_saw_before():
     fresh = Analyzer().simplify(built)  # a fresh analyzer recomputes it, to the same expression
     assert fresh == built
     assert Analyzer().simplify((i * 3 + 5) - j * 2) == built
+
+
+def test_a_fused_index_split_back_and_flattened_again_is_the_fused_index():
+    p, q = Var("p"), Var("q")
+    assert simplify((p // 7) * 7 + p % 7) == p
+    assert simplify(((p * 3 + q) // 7) * 14 + ((p * 3 + q) % 7) * 2 + 5) == simplify(p * 6 + q * 2 + 5)
+    assert simplify((p // 7) * 7 + q % 7) == add(mul(Binary(BinOp.FLOORDIV, p, c(7)), c(7)),
+                                                 Binary(BinOp.FLOORMOD, q, c(7)))  # different operands: kept

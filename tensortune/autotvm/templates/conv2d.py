@@ -29,15 +29,15 @@ def _vectors(channels: int, lanes: int) -> int:
 
 
 def fits_registers(target: Target, columns: int, vectors: int) -> bool:
-    """Whether ``columns`` x ``vectors`` accumulators and the ``vectors`` operand registers of one step
-    (plus a broadcast) fit the target's vector registers."""
-    return columns * vectors <= target.accumulator_budget(vectors)
+    """Whether ``columns`` x ``vectors`` accumulators fit the target's vector registers next to the operands
+    of one step (``Target.max_accumulators``)."""
+    return columns * vectors <= target.max_accumulators(vectors)
 
 
 def _define_column_tiles(cfg, ow: int) -> None:
-    """``tile_ow``: (outer, middle, register tile) columns; register tiles up to the accumulator budget."""
+    """``tile_ow``: (outer, middle, register tile) columns; register tiles up to the accumulator limit."""
     cfg.define_split("tile_ow", ow, num_outputs=3, policy="tiles",
-                     inner=range(1, cfg.target.accumulator_budget(1) + 1))
+                     inner=range(1, cfg.target.max_accumulators(1) + 1))
 
 
 def _define_tiles(cfg, channels: int, oh: int, ow: int, block_name: str, dtype: str) -> None:

@@ -1,8 +1,8 @@
 """Matmul / dense template for CPUs: packed B panels, a register block, K tiling, parallel tiles.
 
 The register block is ``tile_y[-1]`` rows x ``tile_x[-1]`` columns (the panel width, whole vectors of
-the target). Its accumulators plus the operand vectors of one step must fit the target's vector
-registers; the space holds no other block. Block sizes need not divide M or N: the product is then
+the target). Its accumulators must fit the target's vector registers next to the operands of one step
+(``Target.max_accumulators``); the space holds no other block. Block sizes need not divide M or N: the product is then
 accumulated over the matrix padded to whole blocks and cropped (see ``ops.matmul``).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: b
     widest = MAX_PANEL_VECTORS * lanes  # panels: whole vectors (padded), or any divisor of N up to that width
     panels = sorted({lanes * v for v in range(1, MAX_PANEL_VECTORS + 1)} | {d for d in range(1, widest + 1)
                                                                             if N % d == 0})
-    cfg.define_split("tile_y", M, num_outputs=3, policy="tiles", inner=range(1, target.accumulator_budget(1) + 1))
+    cfg.define_split("tile_y", M, num_outputs=3, policy="tiles", inner=range(1, target.max_accumulators(1) + 1))
     cfg.define_split("tile_x", N, num_outputs=3, policy="tiles", inner=panels)
     cfg.define_split("tile_k", K, num_outputs=2)
     cfg.define_reorder("order", [0, 1], policy="all")  # yt/xt order inside a parallel chunk
@@ -75,4 +75,4 @@ def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: b
 
 def _fits(cfg, target, lanes: int) -> bool:
     accumulators, operands = register_block(cfg, lanes)
-    return accumulators <= target.accumulator_budget(operands)
+    return accumulators <= target.max_accumulators(operands)
