@@ -75,12 +75,17 @@ def _schedule_unpacked(op: Operator, target: Target) -> Schedule:
     xo, xi = out.split(x, _register_columns(op, target, ob, op.output.shape[3]))
     out.reorder(n, oo, y, xo, oi, xi)
     out.parallel(out.fuse(out.fuse(n, oo), y))
-    conv.compute_at(out, xo)
-    _, _, _, cx, cb = conv.axis
-    conv.reorder(*conv.reduce_axis, cx, cb)
-    conv.unroll(cx)
-    conv.vectorize(cb)
+    _register_tile(conv, out, xo)
     return s
+
+
+def _register_tile(acc, out, at) -> None:
+    """Accumulate ``acc`` at loop ``at`` of ``out``: the reduction outside, columns unrolled, channels vectors."""
+    acc.compute_at(out, at)
+    _, _, _, cx, cb = acc.axis
+    acc.reorder(*acc.reduce_axis, cx, cb)
+    acc.unroll(cx)
+    acc.vectorize(cb)
 
 
 def _schedule_packed(op: Operator, target: Target) -> Schedule:
@@ -94,11 +99,7 @@ def _schedule_packed(op: Operator, target: Target) -> Schedule:
     out.reorder(n, oc, y, xo, xi, ob)
     out.parallel(out.fuse(out.fuse(n, oc), y))
     out.vectorize(ob)
-    acc.compute_at(out, xo)
-    _, _, _, cx, cb = acc.axis
-    acc.reorder(*acc.reduce_axis, cx, cb)
-    acc.unroll(cx)
-    acc.vectorize(cb)
+    _register_tile(acc, out, xo)
     return s
 
 
