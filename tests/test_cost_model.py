@@ -241,3 +241,28 @@ def test_tune_closes_the_tuners_worker_processes(matmul_task):
          callbacks=[lambda t, i, r: pools.append(t.features._pool)])
     assert any(p is not None for p in pools)  # annealing extracted features in worker processes
     assert tuner.features._pool is None  # stopped when tuning ended (started again if the tuner is reused)
+
+
+def test_a_saved_model_predicts_the_same_after_loading(tmp_path, matmul_task):
+    idx = matmul_task.space.sample(40, random.Random(11))
+    X = FeatureExtractor(matmul_task)(idx)
+    y = np.array([_fake_gflops(matmul_task, i) for i in idx], np.float32)
+    model = XGBCostModel("rank", num_rounds=20)
+    model.fit(X, y / y.max())
+    model.save(tmp_path / "m.json")
+    np.testing.assert_allclose(XGBCostModel.load(tmp_path / "m.json").predict(X), model.predict(X), rtol=1e-6)
+    with pytest.raises(ValueError, match="nothing to save"):
+        XGBCostModel().save(tmp_path / "empty.json")
+
+
+def test_the_xgb_tuner_starts_from_the_shipped_model_of_its_isa(monkeypatch, matmul_task):
+    import tensortune.autotvm.tuner.xgb as xgb_module
+    from tensortune.autotvm.pretrained import model_file
+
+    assert model_file(matmul_task.target) == f"{matmul_task.target.isa.value}.json"
+    shipped = XGBCostModel("rank")
+    monkeypatch.setattr(xgb_module, "pretrained_model", lambda target: shipped)
+    assert XGBTuner(matmul_task).global_model is shipped
+    assert XGBTuner(matmul_task, pretrained=False).global_model is None
+    monkeypatch.setattr(xgb_module, "pretrained_model", lambda target: None)  # no model for this ISA
+    assert XGBTuner(matmul_task).global_model is None

@@ -72,6 +72,20 @@ class XGBCostModel:
             d.set_group(groups)
         self.booster = self._xgb.train(self.params, d, self.num_rounds)
 
+    def save(self, path) -> None:
+        """Write the trained trees (XGBoost's JSON model format) to ``path``."""
+        if self.booster is None:
+            raise ValueError("an untrained cost model has nothing to save; fit it first")
+        self.booster.save_model(str(path))
+
+    @classmethod
+    def load(cls, path, loss: str = "rank") -> XGBCostModel:
+        """A model saved by ``save``."""
+        model = cls(loss)
+        model.booster = model._xgb.Booster(params={"nthread": model.params["nthread"]})
+        model.booster.load_model(str(path))
+        return model
+
     def predict(self, X: np.ndarray, base_margin: np.ndarray | None = None) -> np.ndarray:
         if self.booster is None:
             return np.zeros(len(X), np.float32) if base_margin is None else np.asarray(base_margin, np.float32)

@@ -8,7 +8,8 @@ the refit model, plus a few random configs (epsilon-greedy). Annealing scores a 
 per plan; their features are extracted in worker processes (``n_jobs``, default: the usable cores),
 which are otherwise idle between measured batches.
 With ``history`` (records of other workloads), a global model on structure-invariant features
-seeds the predictions, with a weight that decays as local measurements accumulate.
+seeds the predictions, with a weight that decays as local measurements accumulate; without it, the
+model shipped with the package for the target's ISA (``tensortune.autotvm.pretrained``), if any.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from ...env import usable_cores
 from ..cost_model import XGBCostModel
 from ..features import FeatureExtractor
 from ..measure.result import MeasureInput, MeasureResult
-from ..record import Record
+from ..pretrained import pretrained_model
+from ..record import Record, task_records
 from ..space import ConfigSpace
 from ..task import Task
 from .tuner import Tuner
@@ -112,7 +114,7 @@ class XGBTuner(Tuner):
 
     def __init__(self, task: Task, seed: int | None = None, loss: str = "rank", plan_size: int = 64,
                  epsilon: float = 0.05, history: Iterable[Record] | None = None, n_chains: int = 64,
-                 n_steps: int = 40, n_jobs: int | None = None):
+                 n_steps: int = 40, n_jobs: int | None = None, pretrained: bool = True):
         super().__init__(task, seed)
         self.features = FeatureExtractor(task, n_jobs=n_jobs or usable_cores())
         self.model = XGBCostModel(loss, seed=seed or 0)
@@ -126,6 +128,8 @@ class XGBTuner(Tuner):
         self._seed = seed or 0
         if history is not None:
             self.set_history(history)
+        elif pretrained:
+            self.global_model = pretrained_model(task.target)
 
     def set_history(self, history: Iterable[Record]) -> None:
         """Learn (again) from other workloads' records: the global model that seeds the predictions."""
@@ -204,7 +208,9 @@ def train_global_model(history: Iterable[Record], exclude: str | None = None, se
             task = recs[0].task()
         except Exception:  # a template this version no longer has: skip its records
             continue
-        recs = recs[:max_per_workload]
+        recs = task_records(recs, task)[:max_per_workload]  # indices into today's space (stale ones left out)
+        if not recs:
+            continue
         fx = FeatureExtractor(task)
         flops = np.array([task.flops / r.mean_cost if r.ok else 0.0 for r in recs], np.float32)
         if flops.max() <= 0:
