@@ -10,8 +10,9 @@ Two parts; the output says which is which.
   compiling and 25 % running, i.e. 0.23 s to build a candidate on one core and 0.04 s to run it). Everything
   else is real: ``tune()`` with the random tuner and a log, the ``ClusterMeasurer``, Dask's scheduler and
   worker processes, the C6 task pickled to the workers. The target is this machine's (``-native``), so a
-  candidate is one task that builds and measures on its device. Reported for batches of 16 (the CLI's
-  default: 2 candidates per worker at 8 workers) and 32: trials/min, speedup and efficiency against 1
+  candidate is one task that builds and measures on its device. Reported for ``tune()``'s default batch
+  (``0`` in ``--batch-sizes``: 16, or 4 candidates per device when that is more), batches of 16 (2
+  candidates per worker at 8 workers) and 32: trials/min, speedup and efficiency against 1
   worker (linear scaling: 1.0), and the overhead per candidate (worker time per candidate beyond the
   device's build + run: Dask's scheduling, the tuning loop between batches, idle workers at a batch's end).
   The scheduler, the client and the 8 workers share this machine's 2 cores, so the overhead is higher
@@ -99,7 +100,7 @@ def run_simulated(n_workers: int, task, trials: int, batch_size: int, build_s: f
         with ClusterMeasurer(client, device=simulated_device(build_s, run_s)) as measurer:
             client.run(_warm_up, task)  # imports and the task's space on every worker, before the clock starts
             start = time.perf_counter()
-            tune(task, trials, tuner="random", batch_size=batch_size, measure=measurer.measure, log_file=log,
+            tune(task, trials, tuner="random", batch_size=batch_size or None, measure=measurer.measure, log_file=log,
                  progress=False, seed=0)
             wall = time.perf_counter() - start
     return wall, dict(measurer.stats.workers)
@@ -143,7 +144,8 @@ def run_real(task, trials: int, batch_size: int, tmp: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=96, help="trials per simulated cluster size")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 32], metavar="N")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[0, 16, 32], metavar="N",
+                   help="configs per batch; 0: tune()'s default (16, and 4 per device on a cluster)")
     p.add_argument("--build-s", type=float, default=BUILD_S, help="simulated build seconds per candidate")
     p.add_argument("--run-s", type=float, default=RUN_S, help="simulated run seconds per candidate")
     p.add_argument("--real-trials", type=int, default=32, help="trials of the real 2-worker run (0: skip it)")
@@ -164,23 +166,24 @@ def main() -> None:
                                                   os.path.join(tmp, f"sim-{batch}-{n}.json"))
                 used[f"batch {batch}, {n} workers"] = len(workers)
             rows[batch] = scaling_rows(walls, args.trials, args.build_s + args.run_s)
-        real = run_real(task, args.real_trials, args.batch_sizes[0], tmp) if args.real_trials else None
+        real_batch = next((b for b in args.batch_sizes if b), 16)
+        real = run_real(task, args.real_trials, real_batch, tmp) if args.real_trials else None
 
     print(f"SIMULATED devices: {task} (resnet18:C6), random tuner, {args.trials} trials per cluster; each device "
           f"builds in {args.build_s} s and runs in {args.run_s} s (sleeps)")
     print(f"  {'batch':>5} {'workers':>7} {'trials/min':>11} {'speedup':>8} {'efficiency':>11} {'overhead/candidate':>19}")
     for batch, batch_rows in rows.items():
         for r in batch_rows:
-            print(f"  {batch:>5} {r['workers']:>7} {r['trials_per_min']:>11.1f} {r['speedup']:>7.2f}x "
+            print(f"  {batch or 'auto':>5} {r['workers']:>7} {r['trials_per_min']:>11.1f} {r['speedup']:>7.2f}x "
                   f"{r['efficiency']:>11.3f} {r['overhead_ms_per_candidate']:>16.1f} ms")
         worst = min(r["efficiency"] for r in batch_rows)
-        print(f"  batch {batch}: lowest efficiency {worst:.3f} (target >= 0.8 of linear): "
+        print(f"  batch {batch or 'auto (16, or 4 per device)'}: lowest efficiency {worst:.3f} (target >= 0.8 of linear): "
               f"{'met' if worst >= 0.8 else 'NOT met'}")
     print(f"  workers that measured: {', '.join(f'{k}: {v}' for k, v in used.items())}")
     if real:
         c, loc = real["cluster_2_workers"], real["local_measurer"]
         print(f"REAL: {args.real_trials} trials of the same task on this {os.cpu_count()}-core machine, batch "
-              f"{args.batch_sizes[0]}, fresh compile cache")
+              f"{real_batch}, fresh compile cache")
         print(f"  2 workers (1 kernel thread each)  {c['trials_per_min']:>7.1f} trials/min   per candidate: build "
               f"{c['build_s_per_candidate']:.3f} s, run {c['run_s_per_candidate']:.3f} s (summed over workers)")
         print(f"  local Measurer (2 threads)        {loc['trials_per_min']:>7.1f} trials/min")

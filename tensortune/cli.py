@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--trials", type=_positive, default=64, help="trials in total, the log's included (default 64)")
     t.add_argument("--log", required=True, metavar="FILE", help="tuning log (JSON lines); appended to, resumed from")
     t.add_argument("--threads", type=_positive, help="threads of each measured kernel (default: all usable cores)")
-    t.add_argument("--batch-size", type=_positive, default=16, help="configs measured per batch (default 16)")
+    t.add_argument("--batch-size", type=_positive, help="configs measured per batch (default 16; on a cluster at least "
+                   "4 per device)")
     t.add_argument("--early-stopping", type=_positive, metavar="N", help="stop after N trials without improvement")
     t.add_argument("--seed", type=int, help="seed of the tuner's random choices")
     t.add_argument("--history", metavar="FILE", help="log of other workloads for the xgb tuners to transfer from")

@@ -284,3 +284,24 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(worker_env, tmp_
 
 def _executing(dask_worker) -> list[str]:
     return [str(ts.key) for ts in dask_worker.state.executing if "measure" in str(ts.key)]
+
+
+def test_the_default_batch_keeps_every_device_busy():
+    from tensortune.autotvm.tune import DEFAULT_BATCH_SIZE, default_batch_size
+
+    class FakeCluster:
+        def __init__(self, devices):
+            self.devices = devices
+
+        def suggested_batch_size(self, target):
+            return 4 * self.devices
+
+        def measure(self, inputs):
+            return []
+
+    from tensortune.autotvm.catalog import create_task
+
+    task = create_task("matmul", {"M": 16, "N": 16, "K": 16})
+    assert default_batch_size(lambda inputs: [], task) == DEFAULT_BATCH_SIZE  # one machine
+    assert default_batch_size(FakeCluster(2).measure, task) == DEFAULT_BATCH_SIZE
+    assert default_batch_size(FakeCluster(8).measure, task) == 32  # 4 per device

@@ -102,7 +102,7 @@ def _resumed(log_file: str | os.PathLike | None, task: Task) -> list[Record]:
     return list(first.values())
 
 
-def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int = 16,
+def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int | None = None,
          measure: MeasureFn | None = None, log_file: str | os.PathLike | None = None,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (), progress: bool = True,
          seed: int | None = None, history: str | os.PathLike | Sequence[Record] | None = None,
@@ -117,6 +117,8 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
     ``history``: a log (or records) of other workloads that a model-based tuner transfers from.
     ``cluster``: a Dask scheduler's address (``tcp://HOST:PORT``) or a ``distributed.Client``: measure on the
     cluster's workers (a ``ClusterMeasurer``) instead of this machine; not together with ``measure``.
+    ``batch_size``: configs measured per batch; by default 16, and on a cluster at least 4 per device of the
+    task's target (the loop waits for a whole batch, so a small batch would leave devices idle).
     The tuner's resources (its worker processes) and a default measurer are closed when tuning ends.
     """
     _check_arguments(n_trial, batch_size, early_stopping)
@@ -135,13 +137,13 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
             display.update(run.done, 0.0, run.result.best_gflops)
         try:
             while (reason := run.stop_reason()) is None:
-                indices = the_tuner.next_batch(min(batch_size, n_trial - run.done))
+                if measure is None:
+                    measure = open_measurer(stack, cluster)
+                indices = the_tuner.next_batch(min(batch_size or default_batch_size(measure, task), n_trial - run.done))
                 if not indices:
                     reason = "the config space is exhausted"
                     break
                 inputs = [MeasureInput(task, i) for i in indices]
-                if measure is None:
-                    measure = open_measurer(stack, cluster)
                 results = list(measure(inputs))
                 batch_best = run.record(inputs, results)
                 workers = sorted({r.worker for r in results if r.worker})  # on a cluster
@@ -160,10 +162,20 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int =
     return result
 
 
-def _check_arguments(n_trial: int, batch_size: int, early_stopping: int | None) -> None:
+DEFAULT_BATCH_SIZE = 16
+
+
+def default_batch_size(measure: MeasureFn, task: Task) -> int:
+    """16, or what the measurer asks for (a cluster: enough configs to keep each of its devices busy)."""
+    owner = getattr(measure, "__self__", measure)  # a bound ``measure`` method: ask its object
+    suggest = getattr(owner, "suggested_batch_size", None)
+    return max(DEFAULT_BATCH_SIZE, suggest(task.target)) if suggest is not None else DEFAULT_BATCH_SIZE
+
+
+def _check_arguments(n_trial: int, batch_size: int | None, early_stopping: int | None) -> None:
     if n_trial < 0:
         raise TuneError(f"n_trial must be >= 0, got {n_trial}")
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise TuneError(f"batch_size must be >= 1, got {batch_size}")
     if early_stopping is not None and early_stopping < 1:
         raise TuneError(f"early_stopping must be a number of trials >= 1 or None, got {early_stopping}")

@@ -167,6 +167,11 @@ class ClusterMeasurer:
 
     __call__ = measure
 
+    def suggested_batch_size(self, target: Target, per_device: int = 4) -> int:
+        """Configs per batch that keep every device of ``target`` busy: ``per_device`` each (the tuning loop
+        waits for a whole batch before it proposes the next)."""
+        return per_device * max(1, len(self.device_workers().get(device_resource(target), [])))
+
     def device_workers(self) -> dict[str, list[str]]:
         """The addresses of the cluster's workers, by the device resource they advertise."""
         out: dict[str, list[str]] = {}
