@@ -1,0 +1,362 @@
+"""Winograd convolution F(m x m, 3 x 3) on the blocked NCHW[x]c layout (after Lavin & Gray, 2016).
+
+The output is cut into m x m tiles; each reads an alpha x alpha (alpha = m + 2) tile of the zero-padded
+input. Per tile and channel the convolution becomes ``Y = A^T [(G g G^T) * (B^T d B)] A``, so the
+3 x 3 x C x O multiply-adds of m^2 outputs shrink to alpha^2 x C x O: 2.25 times fewer for m = 2,
+4 times for m = 4. The stages, as tensor expressions:
+
+* ``input_tile [P, C/icb, alpha, alpha, icb]``: the tiles, read from the input with the padding
+  applied on the fly (no padded copy of the input);
+* ``winograd_input [alpha, alpha, P, C/icb, icb]``: ``B^T d B`` per tile and channel;
+* ``winograd_product [alpha, alpha, O/ocb, P, ocb]``: for each of the alpha^2 positions a matrix
+  product (tiles x input channels) x (input channels x output channels): where the FLOPs are;
+* the output ``[N, O/ocb, OH, OW, ocb]``: ``A^T M A`` per tile, partial tiles cut at the edges.
+
+The weight transform ``G g G^T`` is done once in numpy by ``prepare`` (a deployed model's weights are
+constants); the kernel takes it as ``weight_winograd [alpha, alpha, O/ocb, C/icb, icb, ocb]``.
+
+The transforms are written out as sums over their non-zero constant entries, chosen by the row
+index through a chain of selects: once a schedule unrolls the transform loops, the selects fold
+and the generated C holds only the non-zero terms with literal coefficients (no constant tables,
+no multiplications by 0 or 1). Other schedules stay correct, only slower.
+
+FLOPs are counted as the direct convolution's (``2 N O OH OW C 9``), so that GFLOP/s compare with
+direct kernels: a Winograd kernel shows more GFLOP/s than the machine's peak when it beats it.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from enum import Enum
+from fractions import Fraction
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from .. import te
+from ..errors import ScheduleError, ShapeError
+from ..target import Target
+from ..schedule import Axis, Schedule, StageHandle, create_schedule
+from ..te import Expr, Tensor
+from .conv import conv_out_size
+from .conv_packed import conv2d_nchwc_packed, packed_blocks
+from .operator import Operator, Part
+from .pad import padded_read
+
+#: interpolation points of each output tile size m (the point at infinity comes on top)
+POINTS: dict[int, tuple[Fraction, ...]] = {
+    2: tuple(map(Fraction, (0, 1, -1))),
+    4: tuple(map(Fraction, (0, 1, -1, 2, -2))),
+    6: tuple(map(Fraction, (0, 1, -1, 2, -2))) + (Fraction(1, 2), Fraction(-1, 2)),
+}
+
+Matrix = tuple[tuple[Fraction, ...], ...]
+
+
+@dataclass(frozen=True)
+class WinogradMatrices:
+    """The exact transforms of F(m, r): ``AT`` (m x alpha), ``G`` (alpha x r), ``BT`` (alpha x alpha), with
+    ``y = AT [(G g) * (BT d)]`` the correlation of ``alpha`` inputs ``d`` with ``r`` weights ``g``."""
+
+    m: int
+    r: int
+    AT: Matrix
+    G: Matrix
+    BT: Matrix
+
+    @property
+    def alpha(self) -> int:
+        return self.m + self.r - 1
+
+    def array(self, name: str) -> np.ndarray:
+        """One matrix in float64."""
+        return np.array(getattr(self, name), dtype=np.float64)
+
+
+def _poly(roots: Sequence[Fraction]) -> list[Fraction]:
+    """Coefficients, lowest power first, of ``prod(x - a for a in roots)``."""
+    c = [Fraction(1)]
+    for a in roots:
+        c = [Fraction(0)] + c
+        for i in range(len(c) - 1):
+            c[i] -= a * c[i + 1]
+    return c
+
+
+@functools.cache
+def winograd_matrices(m: int, r: int = 3) -> WinogradMatrices:
+    """Toom-Cook transforms over ``POINTS[m]`` and infinity, transposed from linear convolution to correlation.
+
+    With points a_j, M(x) = prod(x - a_j) and M_j(x) = M(x) / (x - a_j): row j of ``BT`` holds the
+    coefficients of M_j (of M for infinity), row j of ``G`` is a_j^k / M_j(a_j), column j of ``AT`` is a_j^i.
+    """
+    if m not in POINTS:
+        raise ShapeError(f"Winograd output tile m={m} is not supported; use one of {sorted(POINTS)}")
+    points = POINTS[m]
+    n = len(points)
+    assert n == m + r - 2
+    alpha = n + 1
+    at = [[a ** i for a in points] + [Fraction(int(i == m - 1))] for i in range(m)]
+    g, bt = [], []
+    for j, a in enumerate(points):
+        others = points[:j] + points[j + 1:]
+        scale = np.prod([a - b for b in others])
+        g.append([a ** k / scale for k in range(r)])
+        bt.append(_poly(others) + [Fraction(0)])
+    g.append([Fraction(int(k == r - 1)) for k in range(r)])
+    bt.append(_poly(points))
+    assert all(len(row) == alpha for row in bt + at[:0]) and len(bt) == alpha
+    freeze = lambda rows: tuple(tuple(row) for row in rows)  # noqa: E731
+    return WinogradMatrices(m, r, freeze(at), freeze(g), freeze(bt))
+
+
+def _row_sum(row: Sequence[Fraction], term: Callable[[int], Expr], dtype: str) -> Expr:
+    """``sum(row[k] * term(k))`` over the non-zero entries; coefficients of 1 and -1 become additions."""
+    out: Expr | None = None
+    for k, c in sorted(((k, c) for k, c in enumerate(row) if c), key=lambda kc: kc[1] < 0):
+        t = term(k)
+        if abs(c) != 1:
+            t = te.const(float(abs(c)), dtype) * t
+        if out is None:
+            out = t if c > 0 else te.const(0.0, dtype) - t
+        else:
+            out = out + t if c > 0 else out - t
+    assert out is not None, "a transform row is all zeros"
+    return out
+
+
+def transform_expr(rows: Matrix, index: Expr, term: Callable[[int], Expr], dtype: str) -> Expr:
+    """``sum_k rows[index][k] * term(k)`` for a symbolic ``index``: a chain of selects on ``index`` over the
+    rows' explicit sums, which folds to one sum once ``index`` is a constant (an unrolled loop)."""
+    out = _row_sum(rows[-1], term, dtype)
+    for i in range(len(rows) - 2, -1, -1):
+        out = te.select(te.equal(index, i), _row_sum(rows[i], term, dtype), out)
+    return out
+
+
+def winograd_tiles(H: int, W: int, pad: int, m: int, name: str = "conv2d") -> tuple[int, int, int, int]:
+    """``(OH, OW, tile rows, tile columns)`` of a 3 x 3, stride-1 convolution with m x m output tiles."""
+    oh, ow = conv_out_size(H, 3, 1, pad, name), conv_out_size(W, 3, 1, pad, name)
+    return oh, ow, -(-oh // m), -(-ow // m)
+
+
+def check_winograd_shape(K: int, stride: int, name: str = "conv2d") -> None:
+    """A ``ShapeError`` unless the convolution is one Winograd F(m x m, 3 x 3) computes: 3 x 3, stride 1."""
+    if K != 3 or stride != 1:
+        raise ShapeError(f"{name}: Winograd convolution computes 3x3 kernels with stride 1 (and dilation 1), got a "
+                         f"{K}x{K} kernel with stride {stride}; use a direct convolution (conv2d_nchwc_packed) "
+                         "for this layer")
+
+
+def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, stride: int = 1, pad: int = 1,
+                          tile: int = 4, icb: int | None = None, ocb: int | None = None, dtype: str = "float32",
+                          name: str = "conv2d", p_tile: int | None = None,
+                          target: Target | None = None) -> Operator:
+    """Winograd F(tile x tile, 3 x 3) convolution on NCHW[x]c tensors, a drop-in for ``conv2d_nchwc_packed``
+    on 3 x 3, stride-1 layers: ``data [N, C/icb, H, W, icb]`` in, ``[N, O/ocb, OH, OW, ocb]`` out.
+
+    Blocks default to one vector of ``target``. ``p_tile``: the product is computed over the number of
+    tiles rounded up to a multiple of it, so that a register tile of that many tiles need not divide it
+    (extra tiles repeat the last one; default: the default schedule's register tile).
+    Canonical inputs, reference and FLOPs are those of the direct convolution.
+    """
+    check_winograd_shape(K, stride, name)
+    target = target or Target.host()
+    mats = winograd_matrices(tile)
+    direct = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype, name, target=target)
+    icb, ocb = direct.inputs[0].shape[-1], direct.output.shape[-1]
+    CB, OB, a, m = C // icb, O // ocb, mats.alpha, tile
+    OH, OW, nH, nW = winograd_tiles(H, W, pad, m, name)
+    P = N * nH * nW
+    p_tile = p_tile or default_plan(target, P, OB, -(-ocb // target.lanes(dtype))).p_tile
+    if not isinstance(p_tile, int) or p_tile < 1:
+        raise ShapeError(f"{name}: p_tile must be a positive integer, got {p_tile!r}")
+    Pp = -(-P // p_tile) * p_tile
+
+    data = te.placeholder((N, CB, H, W, icb), dtype, "data_packed")
+    weight = te.placeholder((a * a, OB, CB, icb, ocb), dtype, "weight_winograd")
+
+    def tile_origin(p):  # (batch, first row, first column) in the padded input of tile p
+        p = te.minimum(p, P - 1) if Pp > P else p
+        return p // (nH * nW), p // nW % nH * m, p % nW * m
+
+    def read(p, cb, y, x, ci):
+        b, y0, x0 = tile_origin(p)
+        return padded_read(data, pad, b, cb, y0 + y, x0 + x, ci)
+
+    bt, at = mats.BT, mats.AT
+    d = te.compute((Pp, CB, a, a, icb), read, "input_tile")
+    dt = te.compute((Pp, CB, a, a, icb), lambda p, cb, eps, x, ci: transform_expr(
+        bt, eps, lambda y: d[p, cb, y, x, ci], dtype), "winograd_input_rows")
+    v = te.compute((a * a, Pp, CB, icb), lambda e, p, cb, ci: transform_expr(
+        bt, e % a, lambda x: dt[p, cb, e // a, x, ci], dtype), "winograd_input")
+    cb, ci = te.reduce_axis(CB, "cb"), te.reduce_axis(icb, "ci")
+    prod = te.compute((a * a, OB, Pp, ocb), lambda e, ob, p, oc: te.sum(
+        v[e, p, cb, ci] * weight[e, ob, cb, ci, oc], axis=[cb, ci]), "winograd_product")
+    mt = te.compute((N, OB, nH, nW, a, m, ocb), lambda n, ob, th, tw, eps, j, oc: transform_expr(
+        at, j, lambda nu: prod[eps * a + nu, ob, (n * nH + th) * nW + tw, oc], dtype), "winograd_output_rows")
+    out = te.compute((N, OB, OH, OW, ocb), lambda n, ob, y, x, oc: transform_expr(
+        at, y % m, lambda eps: mt[n, ob, y // m, x // m, eps, x % m, oc], dtype), name)
+
+    g = mats.array("G")
+
+    def prepare(x, w):
+        u = np.einsum("ik,ockl,jl->ijoc", g, w.astype(np.float64), g)  # G w G^T per (o, c)
+        u = u.reshape(a * a, OB, ocb, CB, icb).transpose(0, 1, 3, 4, 2).astype(w.dtype)
+        return [direct.prepare(x, w)[0], u]
+
+    return Operator(name, (data, weight), out, direct.flops, direct.reference, _default_schedule,
+                    prepare, direct.canonical_shapes,
+                    parts={Part.ACCUMULATOR: prod})
+
+
+# ----------------------------------------------------------------------------------------------- schedules
+
+class ProductLoop(Enum):
+    """The outer loops of the batched product, which ``WinogradPlan.order`` puts in order."""
+
+    POSITION = "position"  # the alpha^2 transform positions (fused)
+    TILES = "tiles"  # blocks of p_tile tiles
+    CHANNELS = "channels"  # blocks of oc_vectors output-channel blocks
+
+
+@dataclass(frozen=True)
+class WinogradPlan:
+    """How ``schedule_winograd`` schedules the operator: a template config's knobs, or the default's.
+
+    The product accumulates register tiles of ``p_tile`` tiles x ``oc_vectors`` output-channel blocks over
+    the input channels; its outer loops run in ``order``, the first ``parallel_loops`` of them fused in
+    parallel.
+    """
+
+    p_tile: int
+    oc_vectors: int
+    order: tuple[ProductLoop, ...] = (ProductLoop.POSITION, ProductLoop.CHANNELS, ProductLoop.TILES)
+    parallel_loops: int = 1
+    inline_tile: bool = False  # read the padded input inside the input transform (no per-tile copy)
+    unroll_channels: bool = False  # unroll the input-channel loop of the register tile
+    parallel_output_rows: bool = False  # the output transform is parallel over tile rows too
+
+    def __post_init__(self) -> None:
+        if sorted(o.value for o in self.order) != sorted(o.value for o in ProductLoop):
+            raise ScheduleError("winograd_product", None, f"order must list each ProductLoop once, got {self.order}")
+        if self.parallel_loops not in (1, 2):
+            raise ScheduleError("winograd_product", None, "parallel_loops must be 1 or 2")
+
+
+def default_plan(target: Target, tiles: int, channel_blocks: int, vectors: int) -> WinogradPlan:
+    """The default schedule's plan: two output-channel blocks (when they divide) and, next to them, as many
+    tiles as the target's registers hold, or a few less when that wastes fewer padded tiles."""
+    oc_vectors = 2 if channel_blocks % 2 == 0 else 1
+    width = oc_vectors * vectors
+    most = max(1, min(tiles, target.accumulator_budget(width) // width))
+    p_tile = min(range(-(-most // 2), most + 1), key=lambda t: (-(-tiles // t) * t, -t))
+    return WinogradPlan(p_tile, oc_vectors)
+
+
+def _default_schedule(op: Operator, target: Target) -> Schedule:
+    prod = op.part(Part.ACCUMULATOR)
+    lanes = target.lanes(op.output.dtype)
+    plan = default_plan(target, prod.shape[2], prod.shape[1], -(-prod.shape[3] // lanes))
+    while prod.shape[2] % plan.p_tile:  # the operator was declared for another register tile
+        plan = replace(plan, p_tile=plan.p_tile - 1)
+    return schedule_winograd(op, plan)
+
+
+class _Stages(NamedTuple):
+    """The tensors of ``conv2d_winograd_nchwc``, in the order data flows through them."""
+
+    tile: Tensor
+    input_rows: Tensor
+    input: Tensor
+    product: Tensor
+    output_rows: Tensor
+    output: Tensor
+
+
+def _stages(op: Operator) -> _Stages:
+    """The operator's stages, found from its product and output (each transform reads one tensor)."""
+    prod = op.part(Part.ACCUMULATOR)
+    v = prod.op.inputs()[0]
+    dt = v.op.inputs()[0]
+    (d,) = dt.op.inputs()
+    (mt,) = op.output.op.inputs()
+    return _Stages(d, dt, v, prod, mt, op.output)
+
+
+def schedule_winograd(op: Operator, plan: WinogradPlan) -> Schedule:
+    """Schedule ``conv2d_winograd_nchwc`` after ``plan``. Every transform runs per tile with its small loops
+    unrolled (so that its selects fold) and its channel block vectorized; the product and the output
+    transform run at the root."""
+    s = create_schedule(op.output)
+    st = _stages(op)
+    tiles, blocks = st.product.shape[2], st.product.shape[1]
+    if tiles % plan.p_tile or blocks % plan.oc_vectors:
+        raise ScheduleError(st.product.name, None, f"a register tile of {plan.p_tile} tiles x {plan.oc_vectors} "
+                                                   f"channel blocks does not divide {tiles} tiles x {blocks} blocks; "
+                                                   "declare the operator with p_tile= the register tile's tiles")
+    _schedule_product(s, st.product, plan)
+    _schedule_input(s, st, plan)
+    _schedule_output(s, st, plan)
+    return s
+
+
+def _unroll_vectorize(stage: StageHandle, unrolled: Sequence[Axis], vector: Axis) -> None:
+    for ax in unrolled:
+        stage.unroll(ax)
+    stage.vectorize(vector)
+
+
+def _schedule_product(s: Schedule, prod: Tensor, plan: WinogradPlan) -> None:
+    """Register tiles accumulated in a local buffer over the input channels, written back once."""
+    acc, pr = s.cache_write(prod, "local"), s[prod]
+    e, ob, p, oc = pr.axis
+    obo, obi = pr.split(ob, plan.oc_vectors)
+    po, pi = pr.split(p, plan.p_tile)
+    loops = {ProductLoop.POSITION: e, ProductLoop.TILES: po, ProductLoop.CHANNELS: obo}
+    outer = [loops[o] for o in plan.order]
+    pr.reorder(*outer, obi, pi, oc)
+    par = pr.fuse(*outer[:plan.parallel_loops]) if plan.parallel_loops > 1 else outer[0]
+    pr.parallel(par)
+    pr.vectorize(oc)
+    a = s[acc]
+    a.compute_at(pr, outer[-1])
+    _, aob, ap, aoc = a.axis
+    cb, ci = a.reduce_axis
+    a.reorder(cb, ci, aob, ap, aoc)
+    _unroll_vectorize(a, [aob, ap] + ([ci] if plan.unroll_channels else []), aoc)
+
+
+def _schedule_input(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
+    """``B^T d B`` per (tile, input-channel block), at the root in parallel."""
+    t = s[st.input]
+    e, p, cb, ci = t.axis
+    eps, nu = t.split(e, st.input_rows.shape[2])
+    t.reorder(p, cb, eps, nu, ci)
+    _unroll_vectorize(t, [nu], ci)
+    t.parallel(p)
+    rows = s[st.input_rows]
+    rows.compute_at(t, cb)
+    _, rcb, r_eps, r_x, r_ci = rows.axis
+    _unroll_vectorize(rows, [r_eps], r_ci)
+    tile = s[st.tile]
+    if plan.inline_tile:
+        tile.compute_inline()
+    else:
+        tile.compute_at(rows, rcb)
+        tile.vectorize(tile.axis[-1])
+
+
+def _schedule_output(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
+    """``A^T M A`` per output tile and channel block, written straight into the output."""
+    out, m = s[st.output], st.output_rows.shape[5]
+    n, ob, y, x, oc = out.axis
+    th, i = out.split(y, m)
+    tw, j = out.split(x, m)
+    out.reorder(n, ob, th, tw, i, j, oc)
+    _unroll_vectorize(out, [i], oc)
+    out.parallel(out.fuse(n, ob, th) if plan.parallel_output_rows else out.fuse(n, ob))
+    rows = s[st.output_rows]
+    rows.compute_at(out, tw)
+    *_, eps, rj, roc = rows.axis
+    _unroll_vectorize(rows, [rj], roc)
