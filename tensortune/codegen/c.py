@@ -337,6 +337,19 @@ class _VectorExpr(Visitor):
             return f"{h[0]}({a}, {b})", True
         return f"({a} {e.op.value} {b})", True
 
+    def visit_Select(self, e: Select) -> tuple[str, bool]:
+        """A condition the same for every lane (zero padding read in a vectorized loop) picks a whole vector."""
+        if self.v in free_vars(e.cond):
+            raise _NotVectorizable
+        gen, n, dry = self.gen, self.n, self.dry
+        a, av = self.visit(e.true_value)
+        b, bv = self.visit(e.false_value)
+        if dry:
+            return "", True
+        a = a if av else gen.bcast(a, e.dtype, n, dry)
+        b = b if bv else gen.bcast(b, e.dtype, n, dry)
+        return f"({gen.expr(e.cond)} ? {a} : {b})", True
+
     def generic_visit(self, e: Expr) -> tuple[str, bool]:
         raise _NotVectorizable
 
