@@ -233,8 +233,8 @@ class WinogradPlan:
     oc_vectors: int
     order: tuple[ProductLoop, ...] = (ProductLoop.POSITION, ProductLoop.CHANNELS, ProductLoop.TILES)
     parallel_loops: int = 1
-    inline_tile: bool = False  # read the padded input inside the input transform (no per-tile copy)
     unroll_channels: bool = False  # unroll the input-channel loop of the register tile
+    unroll_transforms: bool = False  # unroll the column loops of the transforms too, not only their row loops
     parallel_output_rows: bool = False  # the output transform is parallel over tile rows too
 
     def __post_init__(self) -> None:
@@ -333,18 +333,15 @@ def _schedule_input(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
     e, p, cb, ci = t.axis
     eps, nu = t.split(e, st.input_rows.shape[2])
     t.reorder(p, cb, eps, nu, ci)
-    _unroll_vectorize(t, [nu], ci)
+    _unroll_vectorize(t, [eps, nu] if plan.unroll_transforms else [nu], ci)
     t.parallel(p)
     rows = s[st.input_rows]
     rows.compute_at(t, cb)
     _, rcb, r_eps, r_x, r_ci = rows.axis
-    _unroll_vectorize(rows, [r_eps], r_ci)
+    _unroll_vectorize(rows, [r_eps, r_x] if plan.unroll_transforms else [r_eps], r_ci)
     tile = s[st.tile]
-    if plan.inline_tile:
-        tile.compute_inline()
-    else:
-        tile.compute_at(rows, rcb)
-        tile.vectorize(tile.axis[-1])
+    tile.compute_at(rows, rcb)
+    tile.vectorize(tile.axis[-1])
 
 
 def _schedule_output(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
@@ -354,9 +351,9 @@ def _schedule_output(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
     th, i = out.split(y, m)
     tw, j = out.split(x, m)
     out.reorder(n, ob, th, tw, i, j, oc)
-    _unroll_vectorize(out, [i], oc)
+    _unroll_vectorize(out, [i, j] if plan.unroll_transforms else [i], oc)
     out.parallel(out.fuse(n, ob, th) if plan.parallel_output_rows else out.fuse(n, ob))
     rows = s[st.output_rows]
     rows.compute_at(out, tw)
     *_, eps, rj, roc = rows.axis
-    _unroll_vectorize(rows, [rj], roc)
+    _unroll_vectorize(rows, [rj], roc)  # unrolling eps too costs seconds of lowering for nothing measurable
