@@ -19,6 +19,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 import tensortune as tt
@@ -27,7 +29,10 @@ from tensortune.autotvm.catalog import create_task, task_from_workload
 from tensortune.errors import ScheduleError, ShapeError
 from tensortune.ops import conv2d_nchw, conv2d_nchwc_packed, conv2d_winograd_nchwc
 from tensortune.autotvm.templates.winograd import TILE_SIZES
-from tensortune.ops.winograd import WinogradPlan, schedule_winograd, winograd_matrices, winograd_tiles
+from tensortune.ops.winograd import WinogradPlan, schedule_winograd, winograd_tiles
+from tensortune.ops.winograd_transforms import winograd_matrices
+
+from strategies import random_schedule
 
 TEMPLATE = "conv2d_winograd_nchwc_packed"
 #: the ResNet-18 layers Winograd computes: every 3x3, stride-1 convolution of the table
@@ -141,13 +146,35 @@ def test_random_template_configs_match_numpy_on_resnet18(layer):
     canonical = task.make_inputs(1)
     rng = random.Random(zlib.crc32(layer.encode()))
     size = TILE_SIZES[LAYERS.index(layer) % len(TILE_SIZES)]
-    picked = task.space.sample(2, rng) + [next(i for i in task.space.sample(60, rng) if task.config(i)["tile_size"] == size)]
+    of_size = next(i for i in task.space.sample(60, rng) if task.config(i)["tile_size"] == size)
+    picked = task.space.sample(2, rng, exclude={of_size}) + [of_size]
     for index in picked:
         sch, op = task.instantiate(index)
         out = np.full(op.output.shape, np.nan, np.float32)
         tt.build(sch, op.args)(*task.kernel_inputs(index, canonical), out)
         check_against_numpy(out, canonical, task.config(index)["tile_size"], task.args[-1],
                             f"{layer} {task.config(index)}")
+
+
+@st.composite
+def winograd_cases(draw) -> tuple[tuple[int, int], object, object]:
+    """A small Winograd operator (any tile size, blocks, padding, register tile) under a random schedule of
+    ``strategies.random_schedule``: transform loops left rolled keep their selects, and must still be right."""
+    m, pad = draw(st.sampled_from([2, 4, 6])), draw(st.integers(0, 2))
+    h, w = draw(st.integers(3 - min(pad, 1), 9)), draw(st.integers(3 - min(pad, 1), 9))
+    icb, ocb = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2, 4]))
+    shape = (draw(st.integers(1, 2)), icb * draw(st.integers(1, 2)), h, w, ocb * draw(st.integers(1, 2)))
+    op = conv2d_winograd_nchwc(*shape, 3, 1, pad, tile=m, icb=icb, ocb=ocb, p_tile=draw(st.integers(1, 3)))
+    return (m, pad), op, random_schedule(draw, op.output)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(winograd_cases())
+def test_random_schedules_match_numpy(case):
+    (m, pad), op, sch = case
+    canonical = op.random_inputs(0)
+    check_against_numpy(run(sch, op, canonical), canonical, m, pad, f"{op.output.shape} m={m} steps {sch}")
 
 
 EDGES = [  # (N, C, H, W, O, pad, m): partial tiles, blocks of all channels, batches, no padding

@@ -1,35 +1,32 @@
-"""Winograd convolution F(m x m, 3 x 3) on the blocked NCHW[x]c layout (after Lavin & Gray, 2016).
+"""Winograd convolution F(m x m, 3 x 3) on the blocked NCHW[x]c layout, a drop-in for the direct
+``conv2d_nchwc_packed`` on 3 x 3, stride-1 layers (transforms: ``winograd_transforms``).
 
 The output is cut into m x m tiles; each reads an alpha x alpha (alpha = m + 2) tile of the zero-padded
-input. Per tile and channel the convolution becomes ``Y = A^T [(G g G^T) * (B^T d B)] A``, so the
-3 x 3 x C x O multiply-adds of m^2 outputs shrink to alpha^2 x C x O: 2.25 times fewer for m = 2,
-4 times for m = 4. The stages, as tensor expressions:
+input, and per tile ``Y = A^T [sum over input channels of (G g G^T) * (B^T d B)] A``: the 9 C O
+multiply-adds of each output shrink to alpha^2 C O / m^2 (2.25 times fewer for m = 2, 4 for m = 4,
+5.1 for m = 6), plus the transforms. The stages, as tensor expressions (P tiles, padded to ``p_tile``):
 
-* ``input_tile [P, C/icb, alpha, alpha, icb]``: the tiles, read from the input with the padding
-  applied on the fly (no padded copy of the input);
-* ``winograd_input [alpha, alpha, P, C/icb, icb]``: ``B^T d B`` per tile and channel;
-* ``winograd_product [alpha, alpha, O/ocb, P, ocb]``: for each of the alpha^2 positions a matrix
-  product (tiles x input channels) x (input channels x output channels): where the FLOPs are;
-* the output ``[N, O/ocb, OH, OW, ocb]``: ``A^T M A`` per tile, partial tiles cut at the edges.
+* ``input_tile [P, C/icb, alpha, alpha, icb]``: a tile of the input, zero padding applied on the fly
+  (no padded copy of the input);
+* ``winograd_input_rows`` and ``winograd_input [alpha^2, P, C/icb, icb]``: ``B^T d``, then ``(B^T d) B``;
+* ``winograd_product [alpha^2, O/ocb, P, ocb]``: at each of the alpha^2 positions a matrix product of
+  (tiles x input channels) by (input channels x output channels): where the FLOPs are;
+* ``winograd_output_rows [N, O/ocb, tile rows, tile columns, alpha, m, ocb]`` (``M A``) and the output
+  ``[N, O/ocb, OH, OW, ocb]`` (``A^T (M A)``), partial tiles cut at the right and bottom edges.
 
 The weight transform ``G g G^T`` is done once in numpy by ``prepare`` (a deployed model's weights are
-constants); the kernel takes it as ``weight_winograd [alpha, alpha, O/ocb, C/icb, icb, ocb]``.
-
-The transforms are written out as sums over their non-zero constant entries, chosen by the row
-index through a chain of selects: once a schedule unrolls the transform loops, the selects fold
-and the generated C holds only the non-zero terms with literal coefficients (no constant tables,
-no multiplications by 0 or 1). Other schedules stay correct, only slower.
+constants): the kernel takes ``weight_winograd [alpha^2, O/ocb, C/icb, icb, ocb]``. Each transform is a
+chain of selects on its row index (``transform_expr``), which the schedules unroll so that only the
+non-zero terms with literal coefficients are left in the C.
 
 FLOPs are counted as the direct convolution's (``2 N O OH OW C 9``), so that GFLOP/s compare with
-direct kernels: a Winograd kernel shows more GFLOP/s than the machine's peak when it beats it.
+direct kernels on the same layer: a Winograd kernel can show more GFLOP/s than the machine's peak.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from enum import Enum
-from fractions import Fraction
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -37,102 +34,12 @@ from .. import te
 from ..errors import ScheduleError, ShapeError
 from ..target import Target
 from ..schedule import Axis, Schedule, StageHandle, create_schedule
-from ..te import Expr, Tensor
+from ..te import Tensor
 from .conv import conv_out_size
 from .conv_packed import conv2d_nchwc_packed, packed_blocks
 from .operator import Operator, Part
 from .pad import padded_read
-
-#: interpolation points of each output tile size m (the point at infinity comes on top)
-POINTS: dict[int, tuple[Fraction, ...]] = {
-    2: tuple(map(Fraction, (0, 1, -1))),
-    4: tuple(map(Fraction, (0, 1, -1, 2, -2))),
-    6: tuple(map(Fraction, (0, 1, -1, 2, -2))) + (Fraction(1, 2), Fraction(-1, 2)),
-}
-
-Matrix = tuple[tuple[Fraction, ...], ...]
-
-
-@dataclass(frozen=True)
-class WinogradMatrices:
-    """The exact transforms of F(m, r): ``AT`` (m x alpha), ``G`` (alpha x r), ``BT`` (alpha x alpha), with
-    ``y = AT [(G g) * (BT d)]`` the correlation of ``alpha`` inputs ``d`` with ``r`` weights ``g``."""
-
-    m: int
-    r: int
-    AT: Matrix
-    G: Matrix
-    BT: Matrix
-
-    @property
-    def alpha(self) -> int:
-        return self.m + self.r - 1
-
-    def array(self, name: str) -> np.ndarray:
-        """One matrix in float64."""
-        return np.array(getattr(self, name), dtype=np.float64)
-
-
-def _poly(roots: Sequence[Fraction]) -> list[Fraction]:
-    """Coefficients, lowest power first, of ``prod(x - a for a in roots)``."""
-    c = [Fraction(1)]
-    for a in roots:
-        c = [Fraction(0)] + c
-        for i in range(len(c) - 1):
-            c[i] -= a * c[i + 1]
-    return c
-
-
-@functools.cache
-def winograd_matrices(m: int, r: int = 3) -> WinogradMatrices:
-    """Toom-Cook transforms over ``POINTS[m]`` and infinity, transposed from linear convolution to correlation.
-
-    With points a_j, M(x) = prod(x - a_j) and M_j(x) = M(x) / (x - a_j): row j of ``BT`` holds the
-    coefficients of M_j (of M for infinity), row j of ``G`` is a_j^k / M_j(a_j), column j of ``AT`` is a_j^i.
-    """
-    if m not in POINTS:
-        raise ShapeError(f"Winograd output tile m={m} is not supported; use one of {sorted(POINTS)}")
-    points = POINTS[m]
-    n = len(points)
-    assert n == m + r - 2
-    alpha = n + 1
-    at = [[a ** i for a in points] + [Fraction(int(i == m - 1))] for i in range(m)]
-    g, bt = [], []
-    for j, a in enumerate(points):
-        others = points[:j] + points[j + 1:]
-        scale = np.prod([a - b for b in others])
-        g.append([a ** k / scale for k in range(r)])
-        bt.append(_poly(others) + [Fraction(0)])
-    g.append([Fraction(int(k == r - 1)) for k in range(r)])
-    bt.append(_poly(points))
-    assert all(len(row) == alpha for row in bt + at[:0]) and len(bt) == alpha
-    freeze = lambda rows: tuple(tuple(row) for row in rows)  # noqa: E731
-    return WinogradMatrices(m, r, freeze(at), freeze(g), freeze(bt))
-
-
-def _row_sum(row: Sequence[Fraction], term: Callable[[int], Expr], dtype: str) -> Expr:
-    """``sum(row[k] * term(k))`` over the non-zero entries; coefficients of 1 and -1 become additions."""
-    out: Expr | None = None
-    for k, c in sorted(((k, c) for k, c in enumerate(row) if c), key=lambda kc: kc[1] < 0):
-        t = term(k)
-        if abs(c) != 1:
-            t = te.const(float(abs(c)), dtype) * t
-        if out is None:
-            out = t if c > 0 else te.const(0.0, dtype) - t
-        else:
-            out = out + t if c > 0 else out - t
-    assert out is not None, "a transform row is all zeros"
-    return out
-
-
-def transform_expr(rows: Matrix, index: Expr, term: Callable[[int], Expr], dtype: str) -> Expr:
-    """``sum_k rows[index][k] * term(k)`` for a symbolic ``index``: a chain of selects on ``index`` over the
-    rows' explicit sums, which folds to one sum once ``index`` is a constant (an unrolled loop)."""
-    out = _row_sum(rows[-1], term, dtype)
-    for i in range(len(rows) - 2, -1, -1):
-        out = te.select(te.equal(index, i), _row_sum(rows[i], term, dtype), out)
-    return out
-
+from .winograd_transforms import transform_expr, winograd_matrices
 
 def winograd_tiles(H: int, W: int, pad: int, m: int, name: str = "conv2d") -> tuple[int, int, int, int]:
     """``(OH, OW, tile rows, tile columns)`` of a 3 x 3, stride-1 convolution with m x m output tiles."""
@@ -169,7 +76,7 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
     OH, OW, nH, nW = winograd_tiles(H, W, pad, m, name)
     P = N * nH * nW
     p_tile = p_tile or default_plan(target, P, OB, -(-ocb // target.lanes(dtype))).p_tile
-    if not isinstance(p_tile, int) or p_tile < 1:
+    if not isinstance(p_tile, int) or isinstance(p_tile, bool) or p_tile < 1:
         raise ShapeError(f"{name}: p_tile must be a positive integer, got {p_tile!r}")
     Pp = -(-P // p_tile) * p_tile
 
@@ -205,9 +112,8 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
         u = u.reshape(a * a, OB, ocb, CB, icb).transpose(0, 1, 3, 4, 2).astype(w.dtype)
         return [direct.prepare(x, w)[0], u]
 
-    return Operator(name, (data, weight), out, direct.flops, direct.reference, _default_schedule,
-                    prepare, direct.canonical_shapes,
-                    parts={Part.ACCUMULATOR: prod})
+    return Operator(name, (data, weight), out, direct.flops, direct.reference, _default_schedule, prepare,
+                    direct.canonical_shapes, parts={Part.ACCUMULATOR: prod})
 
 
 # ----------------------------------------------------------------------------------------------- schedules
@@ -215,7 +121,7 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
 class ProductLoop(Enum):
     """The outer loops of the batched product, which ``WinogradPlan.order`` puts in order."""
 
-    POSITION = "position"  # the alpha^2 transform positions (fused)
+    POSITION = "position"  # the alpha^2 transform positions
     TILES = "tiles"  # blocks of p_tile tiles
     CHANNELS = "channels"  # blocks of oc_vectors output-channel blocks
 
@@ -356,4 +262,4 @@ def _schedule_output(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
     rows = s[st.output_rows]
     rows.compute_at(out, tw)
     *_, eps, rj, roc = rows.axis
-    _unroll_vectorize(rows, [rj], roc)  # unrolling eps too costs seconds of lowering for nothing measurable
+    _unroll_vectorize(rows, [rj], roc)  # unrolling eps too costs seconds of lowering, measured no faster
