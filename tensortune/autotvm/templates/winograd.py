@@ -3,12 +3,12 @@
 the faster.
 
 Knobs, after AutoTVM's CPU Winograd templates: the output tile size m (``tile_size``: F(2x2, 3x3),
-F(4x4, 3x3) or F(6x6, 3x3)), the register tile of the batched product (``tile_p`` tiles x ``tile_oc`` output-channel
-blocks of one vector, whose accumulators must fit the target's vector registers), the order of the
-product's outer loops and how many of them run in parallel, the unrolling of the product's
-input-channel loop and of the transforms' column loops, and the parallel loops of the output
-transform. The transforms' row loops are always unrolled: that is what folds their
-constants.
+F(4x4, 3x3) or F(6x6, 3x3)), the register tile of the batched product (``tile_p`` tiles x
+``tile_oc`` output-channel blocks of one vector, whose accumulators must fit the target's vector
+registers), the order of the product's outer loops (positions, tile blocks, channel blocks; the first
+runs in parallel), the unrolling of the product's input-channel loop and of the transforms' column
+loops, and the parallel loops of the output transform. The transforms' row loops are always
+unrolled: that is what folds their constants.
 """
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int
     cfg.define_knob("tile_p", list(range(1, target.accumulator_budget(vectors) // vectors + 1)))
     cfg.define_split("tile_oc", O // ocb, num_outputs=2, filter=lambda e: e.size[-1] * vectors <= MAX_BLOCK_VECTORS)
     cfg.define_reorder("reorder_product", list(PRODUCT_LOOPS), policy="all")
-    cfg.define_knob("parallel_product", [1, 2])
     cfg.define_knob("unroll_channels", [False, True])
     cfg.define_knob("unroll_transforms", [False, True])
     cfg.define_knob("parallel_output_rows", [False, True])
@@ -47,8 +46,7 @@ def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int
 
     plan = WinogradPlan(p_tile=cfg["tile_p"], oc_vectors=cfg["tile_oc"].size[-1],
                         order=tuple(PRODUCT_LOOPS[i] for i in cfg["reorder_product"].perm),
-                        parallel_loops=cfg["parallel_product"], unroll_channels=cfg["unroll_channels"],
-                        unroll_transforms=cfg["unroll_transforms"],
+                        unroll_channels=cfg["unroll_channels"], unroll_transforms=cfg["unroll_transforms"],
                         parallel_output_rows=cfg["parallel_output_rows"])
     op = conv2d_winograd_nchwc(N, C, H, W, O, K, stride, pad, cfg["tile_size"], icb, ocb, dtype,
                                p_tile=cfg["tile_p"], target=target)
