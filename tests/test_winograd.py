@@ -26,9 +26,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 import tensortune as tt
 from tensortune import workloads
 from tensortune.autotvm.catalog import create_task, task_from_workload
+from tensortune.autotvm.templates.winograd import TILE_SIZES
 from tensortune.errors import ScheduleError, ShapeError
 from tensortune.ops import conv2d_nchw, conv2d_nchwc_packed, conv2d_winograd_nchwc
-from tensortune.autotvm.templates.winograd import TILE_SIZES
 from tensortune.ops.winograd import WinogradPlan, schedule_winograd, winograd_tiles
 from tensortune.ops.winograd_transforms import winograd_matrices
 
