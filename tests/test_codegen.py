@@ -219,6 +219,20 @@ def test_guard_that_does_not_depend_on_the_vector_lane_stays_vectorized(check_ru
     assert "*(tt_f32x16_u*)(&C[i_outer * 160 + 120]) =" in src and "#pragma omp simd" not in src
 
 
+def test_select_whose_condition_does_not_depend_on_the_vector_lane_stays_vectorized(check_run, rng):
+    """Zero padding read in a loop vectorized over channels: one C ternary picks a whole vector, and only
+    the side it picks is loaded, so rows outside the input are never read."""
+    A = te.placeholder((6, 16), "float32", "A")
+    P = te.compute((8, 16), lambda i, c: te.select(te.logical_and(i >= 1, i < 7), A[i - 1, c], 0.0), "P")
+    s = tt.create_schedule(P)
+    s[P].vectorize(s[P].axis[1])
+    a = rng.standard_normal((6, 16)).astype("float32")
+    check_run(s, [A, P], [a], np.pad(a, ((1, 1), (0, 0))))
+    src = source(s, [A, P], AVX2)
+    assert "= (i >= 1 && i < 7 ? (*(const tt_f32x8_u*)(&A[i * 16 - 16])) : ((tt_f32x8){} + (0.0f)));" in src
+    assert "#pragma omp simd" not in src
+
+
 def test_strided_loads_are_gathered(check_run, rng):
     A = te.placeholder((9, 13), "float32", "A")
     T = te.compute((13, 9), lambda i, j: A[j, i] * 2.0, "T")

@@ -323,19 +323,32 @@ class _VectorExpr(Visitor):
         if e.op not in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.MIN, BinOp.MAX) or e.dtype not in _SHORT \
                 or (not e.dtype.is_float and e.op is BinOp.DIV):
             raise _NotVectorizable
-        gen, n, dry = self.gen, self.n, self.dry
-        a, av = self.visit(e.a)
-        b, bv = self.visit(e.b)
-        if dry:
-            return "", True
         if e.op in (BinOp.MIN, BinOp.MAX):
-            a = a if av else gen.bcast(a, e.dtype, n, dry)
-            b = b if bv else gen.bcast(b, e.dtype, n, dry)
-            h = _vminmax_helper(e.op, e.dtype, n)
-            gen.helpers.add(h[1])
-            gen.vec_types.add((_MASK[e.dtype], n))
-            return f"{h[0]}({a}, {b})", True
-        return f"({a} {e.op.value} {b})", True
+            vectors = self._vectors(e.dtype, e.a, e.b)
+            if vectors is None:
+                return "", True
+            h = _vminmax_helper(e.op, e.dtype, self.n)
+            self.gen.helpers.add(h[1])
+            self.gen.vec_types.add((_MASK[e.dtype], self.n))
+            return f"{h[0]}({vectors[0]}, {vectors[1]})", True
+        (a, _), (b, _) = self.visit(e.a), self.visit(e.b)  # C broadcasts a scalar operand of + - * /
+        return ("" if self.dry else f"({a} {e.op.value} {b})"), True
+
+    def visit_Select(self, e: Select) -> tuple[str, bool]:
+        """A condition the same for every lane (zero padding read in a vectorized loop) picks a whole vector."""
+        if self.v in free_vars(e.cond):
+            raise _NotVectorizable
+        vectors = self._vectors(e.dtype, e.true_value, e.false_value)
+        if vectors is None:
+            return "", True
+        return f"({self.gen.expr(e.cond)} ? {vectors[0]} : {vectors[1]})", True
+
+    def _vectors(self, dtype: DType, *operands: Expr) -> list[str] | None:
+        """The code of each operand as a vector (scalars broadcast); None on a dry run."""
+        visited = [self.visit(x) for x in operands]
+        if self.dry:
+            return None
+        return [code if is_vec else self.gen.bcast(code, dtype, self.n, False) for code, is_vec in visited]
 
     def generic_visit(self, e: Expr) -> tuple[str, bool]:
         raise _NotVectorizable

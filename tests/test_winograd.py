@@ -1,0 +1,244 @@
+"""Winograd convolution: the transforms, the operator's default schedule and random template configs on
+every ResNet-18 3x3 stride-1 layer, against numpy, with a rounding-error tolerance derived below.
+
+Tolerance. Against an exact (float64) reference, every float32 operation of the kernel rounds with a
+relative error of at most u = 2^-24, relative to magnitudes that the same computation run on absolute
+values bounds: ``y_abs = |A^T| [(|G| |g| |G^T|) * (|B^T| |d| |B|)] |A|`` summed over the input channels.
+An output passes through k = C + 4 alpha roundings (the sum over C input channels in the product, at
+most alpha terms in each of the four one-dimensional transforms), so ``|error| <= k u y_abs`` in the
+worst case; rounding errors of independent signs add like a random walk, which gives the tolerance
+used here, ``sqrt(k) u y_abs`` (Higham & Mary, "A new approach to probabilistic rounding error
+analysis", 2019). It grows with the input channels and, through y_abs, with the transforms' entries
+(F(4x4) has larger ones than F(2x2)); measured errors stay below 0.3 u y_abs.
+"""
+from __future__ import annotations
+
+import random
+import zlib
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from numpy.lib.stride_tricks import sliding_window_view
+
+import tensortune as tt
+from tensortune import workloads
+from tensortune.autotvm.catalog import create_task, task_from_workload
+from tensortune.autotvm.templates.winograd import TILE_SIZES
+from tensortune.errors import ScheduleError, ShapeError
+from tensortune.ops import conv2d_nchw, conv2d_nchwc_packed, conv2d_winograd_nchwc
+from tensortune.ops.winograd import WinogradPlan, schedule_winograd, winograd_tiles
+from tensortune.ops.winograd_transforms import winograd_matrices
+
+from strategies import random_schedule
+
+TEMPLATE = "conv2d_winograd_nchwc_packed"
+#: the ResNet-18 layers Winograd computes: every 3x3, stride-1 convolution of the table
+LAYERS = [name for name, r in workloads.load("resnet18").items() if r["k"] == 3 and r["stride"] == 1]
+
+
+def test_the_resnet18_layers_are_the_four_3x3_stride_1_convolutions():
+    assert LAYERS == ["C2", "C6", "C9", "C12"]
+
+
+# ------------------------------------------------------------------------------------ numpy model
+
+
+def winograd_numpy(x: np.ndarray, w: np.ndarray, m: int, pad: int, absolute: bool = False) -> np.ndarray:
+    """NCHW Winograd F(m x m, 3 x 3) in float64 numpy; with ``absolute``, of |x| and |w| through the
+    matrices' absolute values (``y_abs``, the bound of every intermediate magnitude)."""
+    mats = winograd_matrices(m)
+    f = np.abs if absolute else (lambda a: a)
+    AT, G, BT = (f(mats.array(name)) for name in ("AT", "G", "BT"))
+    a, (n, c, h, wd), o = m + 2, x.shape, w.shape[0]
+    oh, ow, rows, cols = winograd_tiles(h, wd, pad, m)
+    xp = np.zeros((n, c, rows * m + 2, cols * m + 2))
+    xp[:, :, pad:pad + h, pad:pad + wd] = f(x)
+    tiles = sliding_window_view(xp, (a, a), axis=(2, 3))[:, :, ::m, ::m]  # [N, C, rows, cols, a, a]
+    v = np.einsum("ik,nchwkl,jl->nchwij", BT, tiles, BT, optimize=True)
+    u = np.einsum("ik,ockl,jl->ocij", G, f(w).astype(np.float64), G, optimize=True)
+    y = np.einsum("ik,nohwkl,jl->nohwij", AT, np.einsum("nchwij,ocij->nohwij", v, u, optimize=True), AT,
+                  optimize=True)
+    return y.transpose(0, 1, 2, 4, 3, 5).reshape(n, o, rows * m, cols * m)[:, :, :oh, :ow]
+
+
+def blocked(a: np.ndarray, cb: int) -> np.ndarray:
+    n, c, h, w = a.shape
+    return a.reshape(n, c // cb, cb, h, w).transpose(0, 1, 3, 4, 2)
+
+
+def check_against_numpy(out: np.ndarray, canonical: list[np.ndarray], m: int, pad: int, what: str) -> None:
+    """``out`` (blocked) equals the float64 convolution within ``sqrt(k) u y_abs`` (see the module docstring)."""
+    x, w = (a.astype(np.float64) for a in canonical)
+    cb = out.shape[-1]
+    exact = blocked(conv2d_nchw(*x.shape, w.shape[0], 3, pad=pad, dtype="float64").reference(x, w), cb)
+    k = x.shape[1] + 4 * (m + 2)
+    tol = np.sqrt(k) * 2.0 ** -24 * blocked(winograd_numpy(x, w, m, pad, absolute=True), cb)
+    err = np.abs(out.astype(np.float64) - exact)
+    assert not np.isnan(out).any(), f"{what}: the kernel left elements unwritten"
+    worst = np.unravel_index(np.argmax(err - tol), err.shape)
+    assert (err <= tol).all(), f"{what}: error {err[worst]:.3g} > tolerance {tol[worst]:.3g} at {worst}"
+
+
+def run(sch, op, canonical: list[np.ndarray]) -> np.ndarray:
+    out = np.full(op.output.shape, np.nan, op.output.dtype.numpy)
+    tt.build(sch, op.args)(*op.prepare(*canonical), out)
+    return out
+
+
+# ------------------------------------------------------------------------------------ transforms
+
+
+@pytest.mark.parametrize("m", [2, 4, 6])
+def test_transforms_compute_the_correlation_exactly(m):
+    """``AT [(G g) * (BT d)]`` is the correlation of d with g, in exact fractions."""
+    mats = winograd_matrices(m)
+    rng = random.Random(m)
+    for _ in range(3):
+        d = [Fraction(rng.randint(-9, 9)) for _ in range(mats.alpha)]
+        g = [Fraction(rng.randint(-9, 9)) for _ in range(3)]
+        gg = [sum(row[k] * g[k] for k in range(3)) for row in mats.G]
+        bd = [sum(row[k] * d[k] for k in range(mats.alpha)) for row in mats.BT]
+        y = [sum(row[j] * gg[j] * bd[j] for j in range(mats.alpha)) for row in mats.AT]
+        assert y == [sum(d[i + k] * g[k] for k in range(3)) for i in range(m)]
+
+
+@pytest.mark.parametrize("m", [2, 4, 6])
+def test_numpy_model_is_the_convolution(m):
+    rng = np.random.default_rng(m)
+    x, w = rng.uniform(-1, 1, (2, 3, 9, 11)), rng.uniform(-1, 1, (4, 3, 3, 3))
+    for pad in (0, 1):
+        ref = conv2d_nchw(2, 3, 9, 11, 4, 3, pad=pad, dtype="float64").reference(x, w)
+        np.testing.assert_allclose(winograd_numpy(x, w, m, pad), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_unrolled_transforms_hold_only_their_non_zero_terms():
+    """The selects over transform rows fold: no select, no constant table and no multiplication by 0 or
+    1 is left in the C, and the transforms and the padding are explicit vector code."""
+    op = conv2d_winograd_nchwc(1, 16, 13, 13, 16, tile=4, target=tt.Target.host())
+    src = tt.build(op.default_schedule(), op.args).source
+    body = src[src.index("static void"):src.index("int32_t kernel(")]
+    assert body.count("?") == 1  # the zero padding of the input tiles, one ternary on whole vectors
+    for waste in ("0.0f *", "* 0.0f", "1.0f *", "* 1.0f", "== 0"):
+        assert waste not in body, waste
+    assert "#pragma omp simd" not in body
+    assert "4.0f * " in body and "8.0f * " in body  # literal coefficients of F(4x4, 3x3)
+
+
+# ------------------------------------------------------------------------------------ against numpy
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("layer", LAYERS)
+def test_default_schedule_matches_numpy_on_resnet18(layer, m):
+    r = workloads.get(f"resnet18:{layer}")
+    op = conv2d_winograd_nchwc(1, r["ic"], r["h"], r["w"], r["oc"], 3, 1, r["pad"], tile=m)
+    canonical = op.random_inputs(zlib.crc32(layer.encode()))
+    check_against_numpy(run(op.default_schedule(), op, canonical), canonical, m, r["pad"], f"{layer} m={m}")
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_random_template_configs_match_numpy_on_resnet18(layer):
+    """Two random configs per layer, and one of a tile size taken in turn, so that the layers cover all."""
+    task = task_from_workload(f"resnet18:{layer}", TEMPLATE)
+    canonical = task.make_inputs(1)
+    rng = random.Random(zlib.crc32(layer.encode()))
+    size = TILE_SIZES[LAYERS.index(layer) % len(TILE_SIZES)]
+    of_size = next(i for i in task.space.sample(60, rng) if task.config(i)["tile_size"] == size)
+    picked = task.space.sample(2, rng, exclude={of_size}) + [of_size]
+    for index in picked:
+        sch, op = task.instantiate(index)
+        out = np.full(op.output.shape, np.nan, np.float32)
+        tt.build(sch, op.args)(*task.kernel_inputs(index, canonical), out)
+        check_against_numpy(out, canonical, task.config(index)["tile_size"], task.args[-1],
+                            f"{layer} {task.config(index)}")
+
+
+@st.composite
+def winograd_cases(draw) -> tuple[tuple[int, int], object, object]:
+    """A small Winograd operator (any tile size, blocks, padding, register tile) under a random schedule of
+    ``strategies.random_schedule``: transform loops left rolled keep their selects, and must still be right."""
+    m, pad = draw(st.sampled_from([2, 4, 6])), draw(st.integers(0, 2))
+    h, w = draw(st.integers(3 - min(pad, 1), 9)), draw(st.integers(3 - min(pad, 1), 9))
+    icb, ocb = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2, 4]))
+    shape = (draw(st.integers(1, 2)), icb * draw(st.integers(1, 2)), h, w, ocb * draw(st.integers(1, 2)))
+    op = conv2d_winograd_nchwc(*shape, 3, 1, pad, tile=m, icb=icb, ocb=ocb, p_tile=draw(st.integers(1, 3)))
+    return (m, pad), op, random_schedule(draw, op.output)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(winograd_cases())
+def test_random_schedules_match_numpy(case):
+    (m, pad), op, sch = case
+    canonical = op.random_inputs(0)
+    check_against_numpy(run(sch, op, canonical), canonical, m, pad, f"{op.output.shape} m={m} steps {sch}")
+
+
+EDGES = [  # (N, C, H, W, O, pad, m): partial tiles, blocks of all channels, batches, no padding
+    (1, 16, 13, 13, 24, 1, 4),  # 13x13: m divides neither side
+    (1, 16, 7, 7, 16, 1, 2),  # 7x7: one partial tile per row and column
+    (2, 3, 13, 11, 12, 1, 4),  # C and O not multiples of a vector: one block of all channels; batch 2
+    (1, 8, 9, 12, 8, 0, 4),  # no padding: 7x10 output
+    (1, 16, 2, 2, 8, 1, 4),  # a single partial tile
+    (1, 8, 14, 14, 16, 1, 6),  # F(6x6, 3x3): 14 = 2 tiles of 6 and a partial one
+]
+
+
+@pytest.mark.parametrize("N, C, H, W, O, pad, m", EDGES)
+def test_edge_shapes_match_numpy(N, C, H, W, O, pad, m):
+    op = conv2d_winograd_nchwc(N, C, H, W, O, 3, 1, pad, tile=m)
+    canonical = op.random_inputs(3)
+    check_against_numpy(run(op.default_schedule(), op, canonical), canonical, m, pad, f"{(N, C, H, W, O, pad, m)}")
+    np.testing.assert_allclose(run(op.default_schedule(), op, canonical), op.reference(*canonical), rtol=1e-4,
+                               atol=1e-4)  # the operator's own reference is the blocked direct convolution
+
+
+def test_operator_is_a_drop_in_for_the_direct_convolution():
+    """Same layouts, canonical inputs, reference and FLOPs as ``conv2d_nchwc_packed``."""
+    wino, direct = conv2d_winograd_nchwc(1, 32, 14, 14, 48, 3, 1, 1), conv2d_nchwc_packed(1, 32, 14, 14, 48, 3, 1, 1)
+    assert wino.inputs[0].shape == direct.inputs[0].shape and wino.output.shape == direct.output.shape
+    assert wino.flops == direct.flops == 2 * 48 * 14 * 14 * 32 * 9
+    x, w = wino.random_inputs(0)
+    np.testing.assert_array_equal(wino.prepare(x, w)[0], direct.prepare(x, w)[0])
+    np.testing.assert_array_equal(wino.reference(x, w), direct.reference(x, w))
+
+
+def test_tasks_compute_conv2d_with_the_direct_flops():
+    task = create_task("conv2d", {"IC": 128, "OC": 128, "H": 28, "W": 28, "K": 3, "pad": 1}, template=TEMPLATE)
+    assert task == task_from_workload("resnet18:C6", TEMPLATE)
+    assert task.flops == task_from_workload("resnet18:C6", "conv2d_nchwc_packed").flops
+    sizes = {task.config(i)["tile_size"] for i in task.space.sample(50, random.Random(0))}
+    assert sizes == set(TILE_SIZES) == {2, 4, 6}
+    budget = tt.Target.host().accumulator_budget
+    for i in task.space.sample(50, random.Random(1)):  # register tiles fit the target's registers
+        c = task.config(i)
+        vectors = c["tile_oc"].size[-1]
+        assert c["tile_p"] * vectors <= budget(vectors)
+
+
+# ------------------------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("K, stride", [(3, 2), (1, 1), (5, 1)])
+def test_other_convolutions_are_shape_errors_naming_the_rule(K, stride):
+    with pytest.raises(ShapeError, match="3x3 kernels with stride 1"):
+        conv2d_winograd_nchwc(1, 16, 14, 14, 16, K, stride, 1)
+    with pytest.raises(ShapeError, match=f"got a {K}x{K} kernel with stride {stride}; use a direct convolution"):
+        create_task("conv2d", {"IC": 16, "OC": 16, "H": 14, "W": 14, "K": K, "stride": stride, "pad": 1},
+                    template=TEMPLATE).space
+
+
+def test_unknown_tile_sizes_and_blocks_are_shape_errors():
+    with pytest.raises(ShapeError, match="m=3 is not supported; use one of"):
+        conv2d_winograd_nchwc(1, 16, 14, 14, 16, tile=3)
+    with pytest.raises(ShapeError, match="block 12 must divide 16"):
+        conv2d_winograd_nchwc(1, 16, 14, 14, 16, icb=12)
+
+
+def test_register_tile_that_does_not_divide_the_padded_tiles_is_a_schedule_error():
+    op = conv2d_winograd_nchwc(1, 16, 14, 14, 16, tile=4, p_tile=4)  # 16 tiles
+    with pytest.raises(ScheduleError, match="register tile of 3 tiles x 1 channel blocks does not divide 16"):
+        schedule_winograd(op, WinogradPlan(p_tile=3, oc_vectors=1))
