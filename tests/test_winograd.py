@@ -212,7 +212,7 @@ def test_tasks_compute_conv2d_with_the_direct_flops():
     assert task.flops == task_from_workload("resnet18:C6", "conv2d_nchwc_packed").flops
     sizes = {task.config(i)["tile_size"] for i in task.space.sample(50, random.Random(0))}
     assert sizes == set(TILE_SIZES) == {2, 4, 6}
-    budget = tt.Target.host().accumulator_budget
+    budget = tt.Target.host().max_accumulators
     for i in task.space.sample(50, random.Random(1)):  # register tiles fit the target's registers
         c = task.config(i)
         vectors = c["tile_oc"].size[-1]

@@ -35,7 +35,7 @@ def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int
     vectors = -(-ocb // lanes)
     tiles = {m: N * rows * cols for m in TILE_SIZES for *_, rows, cols in [winograd_tiles(H, W, pad, m)]}
     cfg.define_knob("tile_size", list(TILE_SIZES))
-    cfg.define_knob("tile_p", list(range(1, target.accumulator_budget(vectors) // vectors + 1)))
+    cfg.define_knob("tile_p", list(range(1, target.max_accumulators(vectors) // vectors + 1)))
     cfg.define_split("tile_oc", O // ocb, num_outputs=2, filter=lambda e: e.size[-1] * vectors <= MAX_BLOCK_VECTORS)
     cfg.define_reorder("reorder_product", list(PRODUCT_LOOPS), policy="all")
     cfg.define_knob("unroll_channels", [False, True])
