@@ -7,7 +7,6 @@ theirs. ``print(graph)`` shows one line per node.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
@@ -221,47 +220,40 @@ class GraphBuilder:
         self.nodes: list[Node] = []
         self.values: dict[str, Value] = {}
         self.constants: dict[str, np.ndarray] = {}
-        self._taken = set(taken)
+        self._taken = set(taken)  # value names
+        self._node_names: set[str] = set()
         self._counters: dict[str, int] = {}
 
     @staticmethod
     def like(g: Graph) -> "GraphBuilder":
-        """A builder with ``g``'s name, inputs and outputs, and no nodes or constants yet; names of ``g``
-        stay reserved so that new names never clash with them."""
-        b = GraphBuilder(g.name, set(g.values) | {n.name for n in g.nodes})
+        """A builder with ``g``'s name, inputs, outputs and constants, and no nodes yet (``build`` drops the
+        constants nothing reads). Value names of ``g`` stay reserved so that new values never take them."""
+        b = GraphBuilder(g.name, set(g.values))
         b.inputs = list(g.inputs)
         b.outputs = list(g.outputs)
         for i in g.inputs:
             b.values[i] = g.values[i]
+        for name, array in g.constants.items():
+            b.add_constant(name, array)
         return b
 
     def fresh(self, hint: str) -> str:
-        k = self._counters.get(hint, 0)
-        while True:
-            name = hint if k == 0 else f"{hint}_{k}"
-            k += 1
-            if name not in self._taken:
-                self._counters[hint] = k
-                self._taken.add(name)
-                return name
+        """An unused value name starting with ``hint``."""
+        return _fresh(hint, self._taken, self._counters)
 
     def keep(self, node: Node, g: Graph) -> Node:
-        """Copy ``node`` of ``g`` with its output values (and the constants it reads)."""
-        for i in node.inputs:
-            if i in g.constants and i not in self.constants:
-                self.add_constant(i, g.constants[i])
+        """Copy ``node`` of ``g`` with its output values."""
         for o in node.outputs:
             self.values[o] = g.values[o]
         self.nodes.append(node)
-        self._taken.add(node.name)
+        self._node_names.add(node.name)
         return node
 
     def add(self, op: Op, inputs: Sequence[str], name: str, outputs: Sequence[str] | None = None,
             layouts: Sequence[Layout] | None = None) -> tuple[str, ...]:
         """Append ``op(inputs)``; outputs get fresh names derived from ``name`` unless given."""
         types = op.infer([self.values[i].type for i in inputs])
-        node_name = self.fresh(name) if name in self._taken else name
-        self._taken.add(node_name)
+        node_name = _fresh(name, self._node_names, {})
         if outputs is None:
             outputs = [self.fresh(node_name if len(types) == 1 else f"{node_name}:{k}") for k in range(len(types))]
         layouts = layouts or [PLAIN] * len(types)
@@ -289,5 +281,13 @@ class GraphBuilder:
         return Graph(self.name, tuple(self.inputs), tuple(self.outputs), tuple(self.nodes), values, constants)
 
 
-def num_elements(shape: Sequence[int]) -> int:
-    return math.prod(shape)
+def _fresh(hint: str, taken: set[str], counters: dict[str, int]) -> str:
+    """``hint``, or ``hint_1``, ``hint_2``... whichever is first not in ``taken`` (then taken)."""
+    k = counters.get(hint, 0)
+    while True:
+        name = hint if k == 0 else f"{hint}_{k}"
+        k += 1
+        if name not in taken:
+            counters[hint] = k
+            taken.add(name)
+            return name

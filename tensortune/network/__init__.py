@@ -1,0 +1,1 @@
+"""Whole networks compiled into one module: kernels per graph node, memory planning, one native entry point."""
