@@ -1,0 +1,57 @@
+"""``compile``: an ONNX model (or a graph) -> one loaded ``NetworkModule``.
+
+Import, the graph passes for the target's vector length, one kernel per remaining node (tuned configs from a
+log where it has them, default schedules elsewhere), lowering once per distinct kernel, memory planning, one
+C translation unit with the entry point, one shared library (cached by content).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Mapping, Sequence
+
+from ..build import resolve_target
+from ..dtype import DType
+from ..graph.ir import Graph
+from ..graph.onnx_import import import_onnx
+from ..graph.passes import optimize
+from ..runtime import compile_shared
+from ..target import Target
+from .module import Manifest, NetworkModule
+from .program import Program, build_program
+
+
+def optimized_graph(model, target: Target, shapes: Mapping[str, Sequence[int]] | None = None,
+                    trace: Callable[[str, Graph], None] | None = None) -> Graph:
+    """The graph of ``model`` (a path, bytes, ``ModelProto`` or ``Graph``) after every graph pass."""
+    graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
+    return optimize(graph, max(1, target.lanes(DType.float32)), trace)
+
+
+def compile(model, target: Target | str | None = None, log: str | os.PathLike | None = None,
+            shapes: Mapping[str, Sequence[int]] | None = None, num_threads: int | None = None,
+            trace: Callable[[str, Graph], None] | None = None) -> NetworkModule:
+    """Compile a whole network for ``target`` (default: this machine) into one module.
+
+    ``log``: a tuning log; each convolution or dense task it has a successful record for runs with that config.
+    ``shapes``: static shapes of inputs by name (needed for dynamic dimensions). ``trace(pass, graph)`` sees the
+    graph after each pass.
+    """
+    tgt = resolve_target(target)
+    graph = optimized_graph(model, tgt, shapes, trace)
+    choose = None
+    if log is not None:
+        from .tuned import TunedKernels
+
+        choose = TunedKernels(log, tgt)
+    program = build_program(graph, tgt, choose)
+    return load_program(program, tgt, num_threads)
+
+
+def load_program(program: Program, target: Target, num_threads: int | None = None) -> NetworkModule:
+    """Generate, compile (or find in the cache) and load a program."""
+    source = program.source(target)
+    library = compile_shared(source, target)
+    manifest = Manifest(program.name, str(target), program.inputs, program.outputs, program.constants_bytes,
+                        program.workspace_bytes, tuple(program.kernels), len(program.calls),
+                        tuple(c.node for c in program.calls), program.buffers_bytes)
+    return NetworkModule(library, manifest, program.constant_arena(), source, num_threads)

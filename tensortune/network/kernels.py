@@ -1,0 +1,901 @@
+"""Kernels of graph nodes: each node declared as tensor expressions over the storage of its values (plain or
+NCHW[x]c), with a default schedule, and the binding of each kernel argument to a graph value or to a
+constant packed for the kernel (weights in the kernel's layout, packed once at compile time).
+
+Convolutions on blocked tensors are ``Operator``s with the parts the convolution templates schedule
+(``Part.PADDED_INPUT``, ``Part.ACCUMULATOR``) and their fused epilogue as ``Operator.epilogue``, so a tuned
+config of ``conv2d_nchwc_packed`` applies to the fused kernel (``tuned.py``). Nodes that only rename or
+re-view memory (``Reshape`` and ``Identity`` on plain tensors, a ``Relayout`` that moves nothing) have no
+kernel: ``is_alias`` says which.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import te
+from ..errors import TensortuneError
+from ..graph.interpret import pool_divisor
+from ..graph.ir import Graph, Layout, Node, Value
+from ..graph.ops import (Binary, BinaryFn, Cast, Concat, Conv, Dense, EpilogueStep, Identity, LRN, MatMul, Pad,
+                         PadMode, Pool, PoolKind, Relayout, Reshape, Slice, Softmax, Transpose, Unary, UnaryFn)
+from ..ops import Operator, Part
+from ..ops.schedule_helpers import largest_divisor, local_accumulator
+from ..schedule import Schedule, create_schedule
+from ..target import Target
+from ..te import Expr, Tensor
+
+
+class NetworkCompileError(TensortuneError, ValueError):
+    """A graph node cannot be compiled (a kind of node or input the kernels do not handle)."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument: a graph value (stored in its layout) or a constant packed for this kernel."""
+
+    value: str | None = None
+    const: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        assert (self.value is None) != (self.const is None), "an argument is a value or a constant"
+
+
+@dataclass
+class KernelDef:
+    """One node's kernel before lowering: its schedule, its arguments (inputs, then the output) and their
+    bindings, and ``key``: everything that decides its code (two nodes with equal keys share one kernel)."""
+
+    kind: str
+    schedule: Schedule
+    tensors: tuple[Tensor, ...]
+    args: tuple[Arg, ...]
+    key: tuple
+    flops: int = 0
+    template: str | None = None  # the tuning template whose config scheduled it, if any
+
+
+# ------------------------------------------------------------------------------------------- storage and reads
+
+def storage_index(layout: Layout, idx: Sequence[Expr]) -> tuple[Expr, ...]:
+    """The storage index of logical element ``idx`` of a tensor in ``layout``."""
+    if not layout.blocked:
+        return tuple(idx)
+    n, c, h, w = idx
+    return (n, c // layout.block, h, w, c % layout.block)
+
+
+def logical_index(layout: Layout, axes: Sequence[Expr]) -> tuple[Expr, ...]:
+    """The logical index of the element at storage ``axes``."""
+    if not layout.blocked:
+        return tuple(axes)
+    n, cb, h, w, b = axes
+    return (n, cb * layout.block + b, h, w)
+
+
+def read(t: Tensor, layout: Layout, idx: Sequence[Expr]) -> Expr:
+    return t[storage_index(layout, idx)]
+
+
+def read_broadcast(t: Tensor, v: Value, layout: Layout, idx: Sequence[Expr]) -> Expr:
+    """Element ``idx`` of an output that ``v`` broadcasts to (numpy rules: trailing axes align)."""
+    off = len(idx) - len(v.shape)
+    own = [te.const(0, "int32") if d == 1 else idx[off + k] for k, d in enumerate(v.shape)]
+    return read(t, layout, own) if len(own) else t[(te.const(0, "int32"),)]
+
+
+def storage_compute(out: Value, body: Callable[[tuple[Expr, ...]], Expr], name: str = "out") -> Tensor:
+    """``out``'s storage computed elementwise from the logical index of each element."""
+    return te.compute(out.layout.storage_shape(out.shape), lambda *axes: body(logical_index(out.layout, axes)), name)
+
+
+def unary_expr(op: Unary, x: Expr) -> Expr:
+    dt = x.dtype
+    zero, one = te.const(0, dt), te.const(1, dt)
+    if op.fn is UnaryFn.RELU:
+        return te.maximum(x, zero)
+    if op.fn is UnaryFn.CLIP:
+        return te.minimum(te.maximum(x, te.const(op.alpha, dt)), te.const(op.beta, dt))
+    if op.fn is UnaryFn.LEAKY_RELU:  # max(x, 0) + alpha * min(x, 0): branch-free, so it vectorizes
+        return te.maximum(x, zero) + te.const(op.alpha, dt) * te.minimum(x, zero)
+    if op.fn is UnaryFn.SIGMOID:
+        return te.sigmoid(x)
+    if op.fn is UnaryFn.HARD_SIGMOID:
+        return te.minimum(te.maximum(x * te.const(op.alpha, dt) + te.const(op.beta, dt), zero), one)
+    if op.fn is UnaryFn.HARD_SWISH:
+        return x * te.minimum(te.maximum(x * te.const(1 / 6, dt) + te.const(0.5, dt), zero), one)
+    if op.fn is UnaryFn.TANH:
+        return te.tanh(x)
+    raise AssertionError(op.fn)
+
+
+def binary_expr(op: Binary, a: Expr, b: Expr) -> Expr:
+    if op.fn is BinaryFn.ADD:
+        return a + b
+    if op.fn is BinaryFn.SUB:
+        return a - b
+    if op.fn is BinaryFn.MUL:
+        return a * b
+    if op.fn is BinaryFn.DIV:
+        return a / b
+    if op.fn is BinaryFn.PRELU:
+        zero = te.const(0, a.dtype)
+        return te.maximum(a, zero) + b * te.minimum(a, zero)
+    raise AssertionError(op.fn)
+
+
+# ------------------------------------------------------------------------------------------- arguments
+
+class _Args:
+    """Placeholders of one kernel and what each is bound to, in order."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.tensors: list[Tensor] = []
+        self.args: list[Arg] = []
+        self.key: list = []
+
+    def value(self, name: str, hint: str) -> Tensor:
+        """A placeholder for graph value ``name`` in its storage layout (constants are read as stored)."""
+        v = self.g.values[name]
+        if self.g.is_constant(name):
+            return self.const(self.g.constants[name], hint)
+        t = te.placeholder(v.layout.storage_shape(v.shape) or (1,), v.dtype, f"{hint}{len(self.tensors)}")
+        self.tensors.append(t)
+        self.args.append(Arg(value=name))
+        self.key.append(("value", v.shape, v.layout.block, v.dtype))
+        return t
+
+    def const(self, array: np.ndarray, hint: str) -> Tensor:
+        array = np.ascontiguousarray(array).reshape(array.shape or (1,))
+        t = te.placeholder(array.shape, array.dtype.name, f"{hint}{len(self.tensors)}")
+        self.tensors.append(t)
+        self.args.append(Arg(const=array))
+        self.key.append(("const", array.shape, array.dtype.name))
+        return t
+
+    def done(self, kind: str, node: Node, out: Tensor, s: Schedule, flops: int = 0, extra_key: tuple = ()) -> KernelDef:
+        v = self.g.values[node.outputs[0]]
+        key = (kind, node.op, tuple(self.key), v.shape, v.layout.block, v.dtype) + extra_key
+        return KernelDef(kind, s, tuple(self.tensors) + (out,), tuple(self.args) + (Arg(value=node.outputs[0]),),
+                         key, flops)
+
+
+# ------------------------------------------------------------------------------------------- schedules
+
+def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int = 1 << 14) -> None:
+    """Vectorize the innermost axis when it is whole vectors, run the fused outer axes in parallel
+    (when the tensor is big enough to be worth threads)."""
+    st = s[t]
+    axes = list(st.axis)
+    inner = axes[-1].extent
+    vec = None
+    if inner % lanes == 0 and lanes > 1:
+        outer, vec = st.split(axes[-1], lanes)
+        axes = axes[:-1] + [outer]
+    if len(axes) > 1:
+        fused = st.fuse(*axes)
+    else:
+        fused = axes[0]
+    if math.prod(t.shape) >= min_parallel and fused.extent > 1:
+        st.parallel(fused)
+    if vec is not None:
+        st.vectorize(vec)
+
+
+def schedule_reductions(s: Schedule, stages: Sequence[Tensor], lanes: int) -> None:
+    """Root stages with reductions: parallel over their fused spatial axes; others elementwise."""
+    for t in stages:
+        st = s[t]
+        if st.reduce_axis:
+            spatial = list(st.axis)
+            fused = st.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+            if fused.extent > 1 and math.prod(t.shape) >= 256:
+                st.parallel(fused)
+        else:
+            schedule_elementwise(s, t, lanes)
+
+
+def _map(args: _Args, node: Node, lanes: int, body: Callable[[tuple[Expr, ...]], Expr], kind: str) -> KernelDef:
+    out_v = args.g.values[node.outputs[0]]
+    out = storage_compute(out_v, body)
+    s = create_schedule(out)
+    schedule_elementwise(s, out, lanes)
+    return args.done(kind, node, out, s)
+
+
+# ------------------------------------------------------------------------------------------- elementwise nodes
+
+def _elementwise(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    ins = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
+
+    def body(idx):
+        vals = [read_broadcast(t, v, v.layout if not g.is_constant(v.name) else Layout(), idx) for t, v in ins]
+        if isinstance(node.op, Unary):
+            return unary_expr(node.op, vals[0])
+        if isinstance(node.op, Binary):
+            return binary_expr(node.op, vals[0], vals[1])
+        return vals[0]  # Relayout, Identity, Cast to the same dtype: a copy
+
+    kind = node.op.fn.value if isinstance(node.op, (Unary, Binary)) else "copy"
+    return _map(a, node, lanes, body, kind)
+
+
+def _transpose(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
+    perm = node.op.perm
+
+    def body(idx):
+        src = [None] * len(idx)
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
+        return read(x, v.layout, src)
+
+    return _map(a, node, lanes, body, "transpose")
+
+
+def _slice(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
+    op: Slice = node.op
+    return _map(a, node, lanes, lambda idx: read(x, v.layout, [
+        i * st + s0 if st != 1 else i + s0 for i, s0, st in zip(idx, op.starts, op.steps)]), "slice")
+
+
+def _clamp(e: Expr, hi: int) -> Expr:
+    return te.minimum(te.maximum(e, te.const(0, "int32")), te.const(hi, "int32"))
+
+
+def _pad(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
+    op: Pad = node.op
+    r = len(v.shape)
+
+    def body(idx):
+        src, inside = [], []
+        for d, i in enumerate(idx):
+            j, n = i - op.pads[d], v.shape[d]
+            if op.mode is PadMode.REFLECT:
+                j = (n - 1) - te.abs_((n - 1) - te.abs_(j)) if n > 1 else te.const(0, "int32")
+            elif op.mode is PadMode.EDGE or (op.pads[d] or op.pads[d + r]):
+                inside += [j >= 0, j < n] if op.mode is PadMode.CONSTANT else []
+                j = _clamp(j, n - 1)
+            src.append(j)
+        val = read(x, v.layout, src)
+        if inside:
+            val = te.select(te.logical_and(*inside), val, te.const(op.value, v.dtype))
+        return val
+
+    return _map(a, node, lanes, body, "pad")
+
+
+def _concat(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    parts = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
+    axis = node.op.axis
+
+    def body(idx):
+        offsets = np.cumsum([0] + [v.shape[axis] for _, v in parts])
+        val = None
+        for k in reversed(range(len(parts))):
+            t, v = parts[k]
+            src = list(idx)
+            src[axis] = _clamp(idx[axis] - int(offsets[k]), v.shape[axis] - 1)
+            lay = v.layout if not g.is_constant(v.name) else Layout()
+            this = read(t, lay, src)
+            val = this if val is None else te.select(idx[axis] < int(offsets[k + 1]), this, val)
+        return val
+
+    return _map(a, node, lanes, body, "concat")
+
+
+# ------------------------------------------------------------------------------------------- epilogues
+
+def epilogue_stages(acc: Tensor, out_v: Value, op: Conv | Dense, bias: Tensor | None,
+                    operands: Sequence[tuple[Tensor, Value, bool]]) -> list[Tensor]:
+    """The stages after the accumulator ``acc`` (stored like ``out_v``): bias, then each epilogue step.
+
+    ``operands`` are (tensor, value, is_constant) of the binary steps, in order. The last stage is named
+    ``out``."""
+    steps: list[Callable[[Expr, tuple[Expr, ...]], Expr]] = []
+    if bias is not None:
+        steps.append(lambda x, idx: x + bias[idx[1]])
+    rest = iter(operands)
+    for step in op.epilogue:
+        steps.append(_step_fn(step, next(rest) if step.has_operand else None))
+    stages: list[Tensor] = []
+    cur = acc
+    for k, fn in enumerate(steps):
+        name = "out" if k == len(steps) - 1 else f"epilogue{k}"
+        cur = te.compute(acc.shape, _apply_step(cur, fn, out_v.layout), name)
+        stages.append(cur)
+    return stages
+
+
+def _apply_step(prev: Tensor, fn: Callable[[Expr, tuple], Expr], layout: Layout) -> Callable[..., Expr]:
+    def body(*ax):
+        return fn(prev[ax], logical_index(layout, ax))
+    return body
+
+
+def _step_fn(step: EpilogueStep, operand: tuple[Tensor, Value, bool] | None) -> Callable[[Expr, tuple], Expr]:
+    if operand is None:
+        return lambda x, idx: unary_expr(step.op, x)  # type: ignore[arg-type]
+    t, v, is_const = operand
+
+    def fn(x, idx):
+        other = read_broadcast(t, v, Layout() if is_const else v.layout, idx)
+        return binary_expr(step.op, other, x) if step.operand_left else binary_expr(step.op, x, other)  # type: ignore
+
+    return fn
+
+
+def _operands(a: _Args, g: Graph, node: Node) -> list[tuple[Tensor, Value, bool]]:
+    base = node.op.num_base_inputs
+    return [(a.value(i, "operand"), g.values[i], g.is_constant(i)) for i in node.inputs[base:]]
+
+
+def _no_reference(*_args):
+    raise NotImplementedError("a network kernel is checked against the graph interpreter, not a reference")
+
+
+# ------------------------------------------------------------------------------------------- convolutions
+
+@dataclass(frozen=True)
+class ConvShape:
+    """The geometry of one convolution node, in the terms of its kernel."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    O: int
+    KH: int
+    KW: int
+    strides: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    dilations: tuple[int, int]
+    groups: int
+    OH: int
+    OW: int
+
+    @staticmethod
+    def of(g: Graph, node: Node) -> "ConvShape":
+        x, w, out = (g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]])
+        n, c, h, wd = x.shape
+        o, _, kh, kw = w.shape
+        op: Conv = node.op
+        return ConvShape(n, c, h, wd, o, kh, kw, op.strides, op.pads, op.dilations, op.groups, out.shape[2],
+                         out.shape[3])
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.N * self.O * self.OH * self.OW * (self.C // self.groups) * self.KH * self.KW
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups == self.C == self.O and self.C > 1
+
+
+def pad_blocked(data: Tensor, pads: tuple[int, int, int, int], value: float = 0.0, name: str = "data_pad") -> Tensor:
+    """Pad the rows and columns (axes 2, 3) of a plain or blocked NCHW tensor; ``data`` itself when no pads."""
+    t, l, b, r = pads
+    if not any(pads):
+        return data
+    shape = list(data.shape)
+    h, w = shape[2], shape[3]
+    shape[2], shape[3] = h + t + b, w + l + r
+
+    def body(*ax):
+        y, x = ax[2], ax[3]
+        inside = te.logical_and(y >= t, y < h + t, x >= l, x < w + l)
+        src = list(ax)
+        src[2], src[3] = y - t, x - l
+        return te.select(inside, data[tuple(src)], te.const(value, data.dtype))
+
+    return te.compute(tuple(shape), body, name)
+
+
+def pack_conv_weight(w: np.ndarray, groups: int, icb: int, ocb: int) -> np.ndarray:
+    """OIHW weights -> ``[O/ocb, C/groups/icb, KH, KW, icb, ocb]``."""
+    o, cg, kh, kw = w.shape
+    return w.reshape(o // ocb, ocb, cg // icb, icb, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+
+
+def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Callable[[Tensor], list[Tensor]],
+                 inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]]) -> Operator:
+    """Convolution of NCHW[icb]c data by packed weights into NCHW[ocb]c, with its epilogue stages.
+
+    The groups must hold whole channel blocks; the output block ``oc`` reads the input blocks of its group.
+    ``inputs()`` makes the placeholders (data, packed weight, the epilogue's), ``epilogue(acc)`` its stages.
+    """
+    sh = shape
+    data, wp, extra = inputs()
+    dp = pad_blocked(data, sh.pads)
+    cg_blocks = sh.C // sh.groups // icb
+    og_blocks = sh.O // sh.groups // ocb
+    ico, ici = te.reduce_axis(cg_blocks, "ico"), te.reduce_axis(icb, "ici")
+    kh, kw = te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
+    (sy, sx), (dy, dx) = sh.strides, sh.dilations
+    stages: list[Tensor] = []
+
+    def body(n, oc, y, x, ob):
+        block = ico if sh.groups == 1 else oc // og_blocks * cg_blocks + ico
+        return te.sum(dp[n, block, y * sy + kh * dy, x * sx + kw * dx, ici] * wp[oc, ico, kh, kw, ici, ob],
+                      axis=[ico, kh, kw, ici])
+
+    acc_shape = (sh.N, sh.O // ocb, sh.OH, sh.OW, ocb)
+    acc = te.compute(acc_shape, body, "acc")
+    stages = epilogue(acc)
+    out = stages[-1] if stages else acc
+    parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
+    return Operator("conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule, parts=parts,
+                    epilogue=tuple(stages[:-1]))
+
+
+def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[Tensor]],
+                   inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]]) -> Operator:
+    """Depthwise convolution of NCHW[cb]c data by ``[C/cb, KH, KW, cb]`` weights, with its epilogue stages."""
+    sh = shape
+    data, wp, extra = inputs()
+    dp = pad_blocked(data, sh.pads)
+    kh, kw = te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
+    (sy, sx), (dy, dx) = sh.strides, sh.dilations
+    acc = te.compute((sh.N, sh.C // cb, sh.OH, sh.OW, cb), lambda n, c, y, x, b: te.sum(
+        dp[n, c, y * sy + kh * dy, x * sx + kw * dx, b] * wp[c, kh, kw, b], axis=[kh, kw]), "acc")
+    stages = epilogue(acc)
+    out = stages[-1] if stages else acc
+    parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
+    return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_depthwise_schedule,
+                    parts=parts, epilogue=tuple(stages[:-1]))
+
+
+def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, registers: int) -> tuple[int, int, int]:
+    """(output-channel blocks, rows, columns) of a register tile: accumulators, one weight vector per channel
+    vector and one broadcast input must fit in ``registers``. Only divisors (a partial tile would need guards
+    in the innermost loop); the most accumulators, then the widest rows, then the fewest channel blocks."""
+    best, choice = (0, 0, 0), (1, 1, 1)
+    for oct_ in _divisors(oc_blocks):
+        vec = oct_ * vectors_per_block
+        for owt in _divisors(ow):
+            for oht in _divisors(oh) if owt == ow else (1,):
+                accs = vec * oht * owt
+                if accs + vec + 1 > registers:
+                    continue
+                score = (accs, owt, -oct_)
+                if score > best:
+                    best, choice = score, (oct_, oht, owt)
+    return choice
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def vector_registers(target: Target) -> int:
+    """Vector registers of the target's ISA (AVX-512: 32; AVX2, NEON: 16)."""
+    return 32 if target.vector_bytes >= 64 or target.isa.value == "neon" else 16
+
+
+def default_conv_schedule(op: Operator, target: Target) -> Schedule:
+    """Register tiles of (output-channel blocks x rows x columns), accumulated over (input-channel block, kh, kw,
+    channels of the block) and written through the epilogue once; parallel over batch, channel tiles and rows."""
+    s = create_schedule(op.output)
+    out, acc = s[op.output], s[local_accumulator(s, op)]
+    _parallel_pad(s, op, target)
+    n, oc, y, x, ob = out.axis
+    lanes = max(1, target.lanes(op.output.dtype))
+    vectors = -(-ob.extent // lanes)
+    oct_, oht, owt = register_tile(oc.extent, y.extent, x.extent, vectors, vector_registers(target))
+    oco, oci = out.split(oc, oct_)
+    yo, yi = out.split(y, oht)
+    xo, xi = out.split(x, owt)
+    out.reorder(n, oco, yo, xo, oci, yi, xi, ob)
+    out.parallel(out.fuse(n, oco, yo))
+    out.vectorize(ob)
+    acc.compute_at(out, xo)
+    _, coc, cy, cx, cb = acc.axis
+    ico, kh, kw, ici = acc.reduce_axis
+    acc.reorder(ico, kh, kw, ici, coc, cy, cx, cb)
+    acc.unroll(coc)
+    acc.unroll(cy)
+    acc.unroll(cx)
+    acc.vectorize(cb)
+    return s
+
+
+def _parallel_pad(s: Schedule, op: Operator, target: Target) -> None:
+    """The padded input at the root, parallel over batch, channel blocks and rows, vectorized over a block."""
+    if Part.PADDED_INPUT not in op.parts:
+        return
+    t = op.parts[Part.PADDED_INPUT]
+    pad = s[t]
+    pad.parallel(pad.fuse(*pad.axis[:3]))
+    if t.shape[-1] % max(1, target.lanes(t.dtype)) == 0:
+        pad.vectorize(pad.axis[-1])
+
+
+def default_depthwise_schedule(op: Operator, target: Target) -> Schedule:
+    """Tiles of rows x columns of one channel block, accumulated in registers over (kh, kw); parallel over batch,
+    channel blocks and row tiles."""
+    s = create_schedule(op.output)
+    out, acc = s[op.output], s[local_accumulator(s, op)]
+    _parallel_pad(s, op, target)
+    n, c, y, x, b = out.axis
+    lanes = max(1, target.lanes(op.output.dtype))
+    vectors = -(-b.extent // lanes)
+    _, oht, owt = register_tile(1, y.extent, x.extent, vectors, vector_registers(target))
+    yo, yi = out.split(y, oht)
+    xo, xi = out.split(x, owt)
+    out.reorder(n, c, yo, xo, yi, xi, b)
+    out.parallel(out.fuse(n, c, yo))
+    out.vectorize(b)
+    acc.compute_at(out, xo)
+    _, _, cy, cx, cb = acc.axis
+    kh, kw = acc.reduce_axis
+    acc.reorder(kh, kw, cy, cx, cb)
+    acc.unroll(kw)
+    acc.unroll(cy)
+    acc.unroll(cx)
+    acc.vectorize(cb)
+    return s
+
+
+def conv_blocks(g: Graph, node: Node) -> tuple[int, int]:
+    """The input and output channel blocks of a convolution node (its values' layouts)."""
+    return g.values[node.inputs[0]].layout.block, g.values[node.outputs[0]].layout.block
+
+
+def is_blocked_conv(g: Graph, node: Node) -> bool:
+    """Whether the node runs as a structured blocked convolution (groups holding whole blocks) or depthwise."""
+    sh = ConvShape.of(g, node)
+    icb, ocb = conv_blocks(g, node)
+    if not icb or not ocb:
+        return False
+    if sh.depthwise:
+        return icb == ocb
+    return (sh.C // sh.groups) % icb == 0 and (sh.O // sh.groups) % ocb == 0
+
+
+def conv_operator(g: Graph, node: Node, a: _Args, icb: int | None = None, ocb: int | None = None) -> Operator:
+    """The blocked convolution (or depthwise) operator of a Conv node, its arguments bound in ``a``."""
+    sh = ConvShape.of(g, node)
+    blocks = conv_blocks(g, node)
+    icb, ocb = icb or blocks[0], ocb or blocks[1]
+    out_v = g.values[node.outputs[0]]
+    w = g.constants.get(node.inputs[1])
+    if w is None:
+        raise NetworkCompileError(f"Conv '{node.name}': its weight must be a constant")
+    bias_t: list[Tensor] = []
+
+    def inputs():
+        data = a.value(node.inputs[0], "data")
+        packed = (w.reshape(sh.C // ocb, ocb, sh.KH, sh.KW).transpose(0, 2, 3, 1) if sh.depthwise
+                  else pack_conv_weight(w, sh.groups, icb, ocb))
+        wp = a.const(packed, "weight")
+        extra = []
+        if node.op.has_bias:
+            bias_t.append(a.value(node.inputs[2], "bias"))
+            extra.append(bias_t[0])
+        ops = _operands(a, g, node)
+        extra += [t for t, _, _ in ops]
+        inputs.operands = ops
+        return data, wp, extra
+
+    def epilogue(acc):
+        return epilogue_stages(acc, out_v, node.op, bias_t[0] if bias_t else None, inputs.operands)
+
+    if sh.depthwise:
+        return depthwise_conv(sh, ocb, epilogue, inputs)
+    return blocked_conv(sh, icb, ocb, out_v.dtype, epilogue, inputs)
+
+
+def _conv(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
+    a = _Args(g)
+    if is_blocked_conv(g, node):
+        op = conv_operator(g, node, a)
+        s = op.default_schedule(target)
+        return a.done("depthwise_conv2d" if ConvShape.of(g, node).depthwise else "conv2d", node, op.output, s,
+                      op.flops)
+    return _generic_conv(g, node, a, lanes)
+
+
+def _generic_conv(g: Graph, node: Node, a: _Args, lanes: int) -> KernelDef:
+    """Any convolution on any layouts (groups not holding whole blocks, channel multipliers): plain loops."""
+    sh = ConvShape.of(g, node)
+    xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
+    x = a.value(node.inputs[0], "data")
+    w = a.value(node.inputs[1], "weight")
+    bias = a.value(node.inputs[2], "bias") if node.op.has_bias else None
+    ops = _operands(a, g, node)
+    cg, og = sh.C // sh.groups, sh.O // sh.groups
+    rc, kh, kw = te.reduce_axis(cg, "rc"), te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
+    (sy, sx), (dy, dx), (pt, pl, _, _) = sh.strides, sh.dilations, sh.pads
+
+    def body(*axes):
+        n, o, y, xx = logical_index(out_v.layout, axes)
+        c = o // og * cg + rc
+        iy, ix = y * sy + kh * dy - pt, xx * sx + kw * dx - pl
+        inside = te.logical_and(iy >= 0, iy < sh.H, ix >= 0, ix < sh.W)
+        val = read(x, xv.layout, (n, c, _clamp(iy, sh.H - 1), _clamp(ix, sh.W - 1)))
+        return te.sum(te.select(inside, val, te.const(0, out_v.dtype)) * w[o, rc, kh, kw], axis=[rc, kh, kw])
+
+    acc = te.compute(out_v.layout.storage_shape(out_v.shape), body, "acc")
+    stages = epilogue_stages(acc, out_v, node.op, bias, ops)
+    out = stages[-1] if stages else acc
+    s = create_schedule(out)
+    for t in stages[:-1]:
+        s[t].compute_inline()
+    fused = s[out].fuse(*s[out].axis)
+    s[out].parallel(fused)
+    if stages:
+        s[acc].compute_at(s[out], fused)
+    return a.done("conv2d_generic", node, out, s, sh.flops)
+
+
+# ------------------------------------------------------------------------------------------- dense, matmul
+
+def _dense(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
+    a = _Args(g)
+    op: Dense = node.op
+    out_v = g.values[node.outputs[0]]
+    m, n = out_v.shape
+    k = g.values[node.inputs[0]].shape[1]
+    w = g.constants.get(node.inputs[1])
+    if w is None:
+        raise NetworkCompileError(f"Dense '{node.name}': its weight must be a constant")
+    bn = next((p for p in (2 * lanes, lanes, 8, 4, 2) if n % p == 0), 1)
+    x = a.value(node.inputs[0], "data")
+    wp = a.const(w.reshape(n // bn, bn, k).transpose(0, 2, 1), "weight")
+    bias = a.value(node.inputs[2], "bias") if op.has_bias else None
+    ops = _operands(a, g, node)
+    r = te.reduce_axis(k, "k")
+    acc = te.compute((m, n), lambda i, j: te.sum(x[i, r] * wp[j // bn, r, j % bn], axis=r), "acc")
+    stages = epilogue_stages(acc, out_v, op, bias, ops)
+    out = stages[-1] if stages else acc
+    s = create_schedule(out)
+    for t in stages[:-1]:
+        s[t].compute_inline()
+    accum = s.cache_write(acc, "local") if not stages else acc
+    bm = largest_divisor(m, max(1, (vector_registers(target) - 2) // max(1, bn // lanes) - 1))
+    i, j = s[out].axis
+    io, ii = s[out].split(i, bm)
+    jo, ji = s[out].split(j, bn)
+    s[out].reorder(jo, io, ii, ji)
+    tile = s[out].fuse(jo, io)
+    if m * n * k >= 1 << 16:
+        s[out].parallel(tile)
+    if bn > 1:
+        s[out].vectorize(ji)
+    s[accum].compute_at(s[out], tile)
+    ci, cj = s[accum].axis
+    (kk,) = s[accum].reduce_axis
+    s[accum].reorder(kk, ci, cj)
+    s[accum].unroll(ci)
+    if bn > 1:
+        s[accum].vectorize(cj)
+    return a.done("dense", node, out, s, 2 * m * n * k)
+
+
+def _matmul(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    av, bv, out_v = g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]]
+    if len(av.shape) < 2 or len(bv.shape) < 2:
+        raise NetworkCompileError(f"MatMul '{node.name}': 1-D operands are not supported; reshape them to 2-D")
+    ta, tb = a.value(node.inputs[0], "a"), a.value(node.inputs[1], "b")
+    kdim = av.shape[-1]
+    r = te.reduce_axis(kdim, "k")
+
+    def body(*idx):
+        batch = idx[:-2]
+        ai = _bcast_index(av.shape[:-2], batch) + (idx[-2], r)
+        bi = _bcast_index(bv.shape[:-2], batch) + (r, idx[-1])
+        return te.sum(ta[ai] * tb[bi], axis=r)
+
+    out = te.compute(out_v.shape, body, "out")
+    s = create_schedule(out)
+    schedule_reductions(s, [out], lanes)
+    return a.done("matmul", node, out, s, 2 * math.prod(out_v.shape) * kdim)
+
+
+def _bcast_index(shape: tuple[int, ...], batch: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    off = len(batch) - len(shape)
+    return tuple(te.const(0, "int32") if d == 1 else batch[off + k] for k, d in enumerate(shape))
+
+
+# ------------------------------------------------------------------------------------------- pooling, LRN, softmax
+
+def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
+    a = _Args(g)
+    op: Pool = node.op
+    xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
+    x = a.value(node.inputs[0], "data")
+    oh, ow = out_v.shape[2], out_v.shape[3]
+    t, l, b, r = op.pads
+    eh = max(0, (oh - 1) * op.strides[0] + op.dilations[0] * (op.kernel[0] - 1) + 1 - (xv.shape[2] + t + b))
+    ew = max(0, (ow - 1) * op.strides[1] + op.dilations[1] * (op.kernel[1] - 1) + 1 - (xv.shape[3] + l + r))
+    is_max = op.mode is PoolKind.MAX
+    dp = pad_blocked(x, (t, l, b + eh, r + ew), -math.inf if is_max else 0.0)
+    kh, kw = te.reduce_axis(op.kernel[0], "kh"), te.reduce_axis(op.kernel[1], "kw")
+    (sy, sx), (dy, dx) = op.strides, op.dilations
+    shape = out_v.layout.storage_shape(out_v.shape)
+    reducer = te.max if is_max else te.sum
+
+    def body(*ax):
+        src = list(ax)
+        src[2], src[3] = ax[2] * sy + kh * dy, ax[3] * sx + kw * dx
+        return reducer(dp[tuple(src)], axis=[kh, kw])
+
+    acc = te.compute(shape, body, "acc" if not is_max else "out")
+    stages = [acc]
+    if not is_max:
+        div = pool_divisor(op, xv.shape[2], xv.shape[3], (oh, ow))
+        if np.all(div == div.flat[0]):
+            inv = te.const(float(1.0 / div.flat[0]), out_v.dtype)
+            out = te.compute(shape, lambda *ax: acc[ax] * inv, "out")
+        else:
+            table = a.const((1.0 / div).astype(out_v.dtype), "inv_count")
+            out = te.compute(shape, lambda *ax: acc[ax] * table[ax[2], ax[3]], "out")
+        stages.append(out)
+    out = stages[-1]
+    s = create_schedule(out)
+    if dp is not x:
+        p = s[dp]
+        p.parallel(p.fuse(*p.axis[:3]))
+    accum = s.cache_write(acc, "local") if is_max else acc
+    st = s[out]
+    axes = list(st.axis)
+    blocked = out_v.layout.blocked
+    outer = st.fuse(*axes[:3])
+    if math.prod(shape) >= 4096:
+        st.parallel(outer)
+    if blocked:
+        st.vectorize(axes[4])
+        s[accum].compute_at(st, axes[3])
+        ax = s[accum].axis
+        s[accum].reorder(*s[accum].reduce_axis, ax[-1])
+        s[accum].vectorize(ax[-1])
+    else:
+        s[accum].compute_at(st, axes[3])
+    return a.done("pool", node, out, s, math.prod(out_v.shape) * op.kernel[0] * op.kernel[1])
+
+
+def _lrn(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    op: LRN = node.op
+    xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
+    x = a.value(node.inputs[0], "data")
+    c = xv.shape[1]
+    lo = (op.size - 1) // 2
+    k = te.reduce_axis(op.size, "k")
+    dt = out_v.dtype
+
+    def sq_body(*ax):
+        idx = list(logical_index(out_v.layout, ax))
+        ch = idx[1] + k - lo
+        idx[1] = _clamp(ch, c - 1)
+        v = read(x, xv.layout, idx)
+        return te.sum(te.select(te.logical_and(ch >= 0, ch < c), v * v, te.const(0, dt)), axis=k)
+
+    shape = out_v.layout.storage_shape(out_v.shape)
+    sq = te.compute(shape, sq_body, "square_sum")
+    scale = te.const(op.alpha / op.size, dt)
+    out = te.compute(shape, lambda *ax: x[ax] / te.exp(te.const(op.beta, dt) * te.log(
+        te.const(op.bias, dt) + scale * sq[ax])), "out") if xv.layout == out_v.layout else None
+    assert out is not None, "LRN reads and writes one layout"
+    s = create_schedule(out)
+    schedule_reductions(s, [sq, out], lanes)
+    return a.done("lrn", node, out, s)
+
+
+def _softmax(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = _Args(g)
+    axis = node.op.axis
+    xv = g.values[node.inputs[0]]
+    x = a.value(node.inputs[0], "data")
+    shape = xv.shape
+    red_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
+    k1, k2 = te.reduce_axis(shape[axis], "k"), te.reduce_axis(shape[axis], "j")
+
+    def at(idx, k):
+        src = list(idx)
+        src[axis] = k
+        return tuple(src)
+
+    mx = te.compute(red_shape, lambda *i: te.max(x[at(i, k1)], axis=k1), "row_max")
+    zero = te.const(0, "int32")
+    ex = te.compute(shape, lambda *i: te.exp(x[i] - mx[at(i, zero)]), "exp")
+    sm = te.compute(red_shape, lambda *i: te.sum(ex[at(i, k2)], axis=k2), "row_sum")
+    out = te.compute(shape, lambda *i: ex[i] / sm[at(i, zero)], "out")
+    s = create_schedule(out)
+    schedule_reductions(s, [mx, ex, sm, out], lanes)
+    return a.done("softmax", node, out, s)
+
+
+# ------------------------------------------------------------------------------------------- dispatch
+
+def is_alias(g: Graph, node: Node) -> bool:
+    """Whether the node's output can share its input's memory (no kernel runs for it)."""
+    op = node.op
+    if isinstance(op, (Reshape, Identity)) or (isinstance(op, Cast) and op.to == g.values[node.inputs[0]].dtype):
+        return not g.values[node.inputs[0]].layout.blocked and not g.values[node.outputs[0]].layout.blocked
+    if isinstance(op, Relayout):
+        src, dst = g.values[node.inputs[0]], g.values[node.outputs[0]]
+        return src.layout == dst.layout or same_memory_order(src.shape, src.layout, dst.layout)
+    return False
+
+
+def same_memory_order(shape: tuple[int, ...], a: Layout, b: Layout) -> bool:
+    """Whether a tensor lies in memory identically in layouts ``a`` and ``b`` (1x1 images, one channel)."""
+    return len(shape) == 4 and (shape[2] * shape[3] == 1 or shape[1] == 1 or a == b)
+
+
+def declare(g: Graph, node: Node, target: Target) -> KernelDef:
+    """The kernel of ``node`` with its default schedule (``is_alias`` nodes have none)."""
+    lanes = max(1, target.lanes(_dtype(g, node)))
+    op = node.op
+    if isinstance(op, Conv):
+        return _conv(g, node, target, lanes)
+    if isinstance(op, Dense):
+        return _dense(g, node, target, lanes)
+    if isinstance(op, (Unary, Binary, Relayout, Identity, Reshape)) or isinstance(op, Cast):
+        if isinstance(op, Reshape) or (isinstance(op, Cast) and op.to != g.values[node.inputs[0]].dtype):
+            return _reshape_copy(g, node, lanes)
+        return _elementwise(g, node, lanes)
+    if isinstance(op, Pool):
+        return _pool(g, node, target, lanes)
+    if isinstance(op, Transpose):
+        return _transpose(g, node, lanes)
+    if isinstance(op, Slice):
+        return _slice(g, node, lanes)
+    if isinstance(op, Pad):
+        return _pad(g, node, lanes)
+    if isinstance(op, Concat):
+        return _concat(g, node, lanes)
+    if isinstance(op, MatMul):
+        return _matmul(g, node, lanes)
+    if isinstance(op, LRN):
+        return _lrn(g, node, lanes)
+    if isinstance(op, Softmax):
+        return _softmax(g, node, lanes)
+    raise NetworkCompileError(f"node '{node.name}' ({op}) has no kernel: {op.kind} is only supported when it is "
+                              "folded into a constant at compile time")
+
+
+def _reshape_copy(g: Graph, node: Node, lanes: int) -> KernelDef:
+    """A reshape (or cast) that must copy: row-major position of each output element in the input."""
+    a = _Args(g)
+    xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
+    x = a.value(node.inputs[0], "in")
+    if isinstance(node.op, Cast):
+        raise NetworkCompileError(f"Cast '{node.name}' from {xv.dtype} to {node.op.to} of a run-time tensor is "
+                                  "not supported")
+
+    def body(idx):
+        flat = idx[0]
+        for d, n in zip(idx[1:], out_v.shape[1:]):
+            flat = flat * n + d
+        src, rest = [], flat
+        for n in reversed(xv.shape):
+            src.append(rest % n)
+            rest = rest // n
+        return read(x, xv.layout, tuple(reversed(src)))
+
+    return _map(a, node, lanes, body, "reshape")
+
+
+def _dtype(g: Graph, node: Node):
+    from ..dtype import DType
+
+    dt = g.values[node.outputs[0]].dtype
+    try:
+        return DType.of(dt)
+    except TensortuneError:
+        raise NetworkCompileError(f"node '{node.name}' makes a {dt} tensor at run time; compiled networks compute "
+                                  "float32 (and fold integer shape computations at compile time)") from None
