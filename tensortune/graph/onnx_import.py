@@ -200,7 +200,7 @@ class _Importer:
                 example = ",".join(str(d or 1) for d in dims) if t.HasField("shape") else "1,3,224,224"
                 raise InputShapeError(f"input '{inp.name}' has a dynamic shape {_dims_str(t.shape.dim)}; give a static "
                                       f"one, e.g. --shape {inp.name}={example} (shapes={{'{inp.name}': "
-                                      f"({example},)}} in Python)")
+                                      f"({example.replace(',', ', ')})}} in Python)")
             else:
                 shape = tuple(dims)
             self.b.inputs.append(inp.name)

@@ -129,8 +129,8 @@ def binary_expr(op: Binary, a: Expr, b: Expr) -> Expr:
 
 # ------------------------------------------------------------------------------------------- arguments
 
-class _Args:
-    """Placeholders of one kernel and what each is bound to, in order."""
+class KernelArgs:
+    """The placeholders of one kernel and what each is bound to, in order; ``done`` makes the ``KernelDef``."""
 
     def __init__(self, g: Graph):
         self.g = g
@@ -199,7 +199,7 @@ def schedule_reductions(s: Schedule, stages: Sequence[Tensor], lanes: int) -> No
             schedule_elementwise(s, t, lanes)
 
 
-def _map(args: _Args, node: Node, lanes: int, body: Callable[[tuple[Expr, ...]], Expr], kind: str) -> KernelDef:
+def _map(args: KernelArgs, node: Node, lanes: int, body: Callable[[tuple[Expr, ...]], Expr], kind: str) -> KernelDef:
     out_v = args.g.values[node.outputs[0]]
     out = storage_compute(out_v, body)
     s = create_schedule(out)
@@ -210,7 +210,7 @@ def _map(args: _Args, node: Node, lanes: int, body: Callable[[tuple[Expr, ...]],
 # ------------------------------------------------------------------------------------------- elementwise nodes
 
 def _elementwise(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     ins = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
 
     def body(idx):
@@ -226,7 +226,7 @@ def _elementwise(g: Graph, node: Node, lanes: int) -> KernelDef:
 
 
 def _transpose(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
     perm = node.op.perm
 
@@ -240,7 +240,7 @@ def _transpose(g: Graph, node: Node, lanes: int) -> KernelDef:
 
 
 def _slice(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
     op: Slice = node.op
     return _map(a, node, lanes, lambda idx: read(x, v.layout, [
@@ -252,7 +252,7 @@ def _clamp(e: Expr, hi: int) -> Expr:
 
 
 def _pad(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
     op: Pad = node.op
     r = len(v.shape)
@@ -276,7 +276,7 @@ def _pad(g: Graph, node: Node, lanes: int) -> KernelDef:
 
 
 def _concat(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     parts = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
     axis = node.op.axis
 
@@ -336,7 +336,7 @@ def _step_fn(step: EpilogueStep, operand: tuple[Tensor, Value, bool] | None) -> 
     return fn
 
 
-def _operands(a: _Args, g: Graph, node: Node) -> list[tuple[Tensor, Value, bool]]:
+def _operands(a: KernelArgs, g: Graph, node: Node) -> list[tuple[Tensor, Value, bool]]:
     base = node.op.num_base_inputs
     return [(a.value(i, "operand"), g.values[i], g.is_constant(i)) for i in node.inputs[base:]]
 
@@ -563,7 +563,7 @@ def is_blocked_conv(g: Graph, node: Node) -> bool:
     return (sh.C // sh.groups) % icb == 0 and (sh.O // sh.groups) % ocb == 0
 
 
-def conv_operator(g: Graph, node: Node, a: _Args, icb: int | None = None, ocb: int | None = None) -> Operator:
+def conv_operator(g: Graph, node: Node, a: KernelArgs, icb: int | None = None, ocb: int | None = None) -> Operator:
     """The blocked convolution (or depthwise) operator of a Conv node, its arguments bound in ``a``."""
     sh = ConvShape.of(g, node)
     blocks = conv_blocks(g, node)
@@ -597,7 +597,7 @@ def conv_operator(g: Graph, node: Node, a: _Args, icb: int | None = None, ocb: i
 
 
 def _conv(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     if is_blocked_conv(g, node):
         op = conv_operator(g, node, a)
         s = op.default_schedule(target)
@@ -606,7 +606,7 @@ def _conv(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
     return _generic_conv(g, node, a, lanes)
 
 
-def _generic_conv(g: Graph, node: Node, a: _Args, lanes: int) -> KernelDef:
+def _generic_conv(g: Graph, node: Node, a: KernelArgs, lanes: int) -> KernelDef:
     """Any convolution on any layouts (groups not holding whole blocks, channel multipliers): plain loops."""
     sh = ConvShape.of(g, node)
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
@@ -642,7 +642,7 @@ def _generic_conv(g: Graph, node: Node, a: _Args, lanes: int) -> KernelDef:
 # ------------------------------------------------------------------------------------------- dense, matmul
 
 def _dense(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     op: Dense = node.op
     out_v = g.values[node.outputs[0]]
     m, n = out_v.shape
@@ -684,7 +684,7 @@ def _dense(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
 
 
 def _matmul(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     av, bv, out_v = g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]]
     if len(av.shape) < 2 or len(bv.shape) < 2:
         raise NetworkCompileError(f"MatMul '{node.name}': 1-D operands are not supported; reshape them to 2-D")
@@ -712,7 +712,7 @@ def _bcast_index(shape: tuple[int, ...], batch: tuple[Expr, ...]) -> tuple[Expr,
 # ------------------------------------------------------------------------------------------- pooling, LRN, softmax
 
 def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     op: Pool = node.op
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
     x = a.value(node.inputs[0], "data")
@@ -767,7 +767,7 @@ def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
 
 
 def _lrn(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     op: LRN = node.op
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
     x = a.value(node.inputs[0], "data")
@@ -795,7 +795,7 @@ def _lrn(g: Graph, node: Node, lanes: int) -> KernelDef:
 
 
 def _softmax(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = _Args(g)
+    a = KernelArgs(g)
     axis = node.op.axis
     xv = g.values[node.inputs[0]]
     x = a.value(node.inputs[0], "data")
@@ -870,7 +870,7 @@ def declare(g: Graph, node: Node, target: Target) -> KernelDef:
 
 def _reshape_copy(g: Graph, node: Node, lanes: int) -> KernelDef:
     """A reshape (or cast) that must copy: row-major position of each output element in the input."""
-    a = _Args(g)
+    a = KernelArgs(g)
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
     x = a.value(node.inputs[0], "in")
     if isinstance(node.op, Cast):

@@ -116,16 +116,18 @@ def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
 
 @template("conv2d_nchwc_packed")
 def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
-                                 pad: int = 0, dtype: str = "float32"):
+                                 pad: int = 0, dtype: str = "float32", declare=None):
     """Conv2d on NCHW16c tensors (layout transforms outside the kernel, as inside a network).
 
     The register tile is ``tile_ow`` columns x ``tile_oc`` vectors of 16 output channels, accumulated
     in a local buffer over (input-channel block, kh, kw) in the order ``reorder_reduce`` and the
-    16 channels of each input block, then written back once.
+    16 channels of each input block, then written back once. ``declare``, called like
+    ``ops.conv2d_nchwc_packed`` (with the blocks), makes the operator to schedule instead: one with the same
+    axes and parts plus an elementwise epilogue (a network's fused convolution), inlined into the output.
     """
     oh, ow = conv_out_size(H, K, stride, pad, "conv2d"), conv_out_size(W, K, stride, pad, "conv2d")
     icb, ocb = packed_blocks(C, O, LANES)
-    op = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype)
+    op = (declare or conv2d_nchwc_packed)(N, C, H, W, O, K, stride, pad, icb, ocb, dtype)
     vectors = -(-ocb // LANES)
     cfg.define_split("tile_oc", O // ocb, num_outputs=2, filter=lambda e: e.size[-1] * vectors <= 4)
     cfg.define_split("tile_oh", oh, num_outputs=2)

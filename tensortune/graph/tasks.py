@@ -1,0 +1,115 @@
+"""Tuning tasks of a network: each fused convolution or dense layer of an optimized graph, by workload.
+
+A convolution with a square kernel, equal strides, equal pads on every side, no dilation and no groups is a
+``conv2d_nchwc_packed`` task (arguments ``N, C, H, W, O, K, stride, pad``, as ``tensortune tune conv2d
+--template conv2d_nchwc_packed`` makes it); a dense layer is a ``matmul`` task (``M, N, K, dtype, bias,
+relu, transpose_b``). Nodes with equal workloads share one task, which counts them. The others (depthwise
+and grouped convolutions, unusual windows, dense layers with other epilogues) are listed with no task: they
+run their default schedules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..autotvm.task import Task
+from ..autotvm.templates import TEMPLATES
+from ..target import Target
+from .ir import Graph, Node
+from .ops import Conv, Dense, EpilogueStep, Unary, UnaryFn
+
+CONV_TEMPLATE = "conv2d_nchwc_packed"
+DENSE_TEMPLATE = "matmul"
+
+
+@dataclass(frozen=True)
+class NetworkTask:
+    """One workload of a network: its tuning task (None when no template computes it), the nodes that compute
+    it, and the FLOPs of one of them."""
+
+    kind: str
+    workload: str
+    task: Task | None
+    nodes: tuple[str, ...]
+    flops: int
+
+    @property
+    def occurrences(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def total_flops(self) -> int:
+        return self.flops * self.occurrences
+
+
+def conv_task_args(g: Graph, node: Node) -> tuple | None:
+    """``(N, C, H, W, O, K, stride, pad)`` of a convolution the ``conv2d_nchwc_packed`` template computes."""
+    op: Conv = node.op
+    x, w = g.values[node.inputs[0]], g.values[node.inputs[1]]
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    square = kh == kw and op.strides[0] == op.strides[1] and len(set(op.pads)) == 1
+    if op.groups != 1 or op.dilations != (1, 1) or not square or not x.layout.blocked:
+        return None
+    return (n, c, h, wd, o, kh, op.strides[0], op.pads[0])
+
+
+def dense_task_args(g: Graph, node: Node) -> tuple | None:
+    """``(M, N, K, dtype, bias, relu, transpose_b)`` of a dense layer the ``matmul`` template computes (its
+    epilogue is at most a ReLU)."""
+    op: Dense = node.op
+    if op.epilogue not in ((), (EpilogueStep(Unary(UnaryFn.RELU)),)):
+        return None
+    m, k = g.values[node.inputs[0]].shape
+    n = g.values[node.inputs[1]].shape[0]
+    return (m, n, k, g.values[node.outputs[0]].dtype, op.has_bias, bool(op.epilogue), True)
+
+
+def node_task(g: Graph, node: Node, target: Target) -> Task | None:
+    """The tuning task of one node, or None."""
+    if isinstance(node.op, Conv):
+        args = conv_task_args(g, node)
+        return None if args is None else Task(TEMPLATES[CONV_TEMPLATE], args, target)
+    if isinstance(node.op, Dense):
+        args = dense_task_args(g, node)
+        return None if args is None else Task(TEMPLATES[DENSE_TEMPLATE], args, target)
+    return None
+
+
+def node_flops(g: Graph, node: Node) -> int:
+    if isinstance(node.op, Conv):
+        o, cg, kh, kw = g.values[node.inputs[1]].shape
+        n, _, oh, ow = g.values[node.outputs[0]].shape
+        return 2 * n * o * oh * ow * cg * kh * kw
+    if isinstance(node.op, Dense):
+        m, k = g.values[node.inputs[0]].shape
+        return 2 * m * g.values[node.inputs[1]].shape[0] * k
+    return 0
+
+
+def _kind(g: Graph, node: Node) -> str:
+    if isinstance(node.op, Dense):
+        return "dense"
+    c, o = g.values[node.inputs[0]].shape[1], g.values[node.outputs[0]].shape[1]
+    if node.op.is_depthwise(c, o):
+        return "depthwise_conv2d"
+    return "conv2d" if node.op.groups == 1 else "grouped_conv2d"
+
+
+def _untuned_key(g: Graph, node: Node) -> str:
+    shapes = [list(g.values[i].shape) for i in node.inputs[:2]]
+    return f"{_kind(g, node)}{shapes}{node.op.strides if isinstance(node.op, Conv) else ''}" + (
+        f" pads={list(node.op.pads)} groups={node.op.groups}" if isinstance(node.op, Conv) else "")
+
+
+def extract_tasks(g: Graph, target: Target) -> list[NetworkTask]:
+    """The workloads of the convolutions and dense layers of an optimized graph, in order of first use."""
+    found: dict[str, NetworkTask] = {}
+    for node in g.nodes:
+        if not isinstance(node.op, (Conv, Dense)):
+            continue
+        task = node_task(g, node, target)
+        key = task.workload_key if task is not None else _untuned_key(g, node)
+        prev = found.get(key)
+        nodes = (prev.nodes if prev else ()) + (node.name,)
+        found[key] = NetworkTask(_kind(g, node), key, task, nodes, node_flops(g, node))
+    return list(found.values())
