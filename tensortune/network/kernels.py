@@ -167,23 +167,21 @@ class KernelArgs:
 # ------------------------------------------------------------------------------------------- schedules
 
 def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int = 1 << 14) -> None:
-    """Vectorize the innermost axis when it is whole vectors, run the fused outer axes in parallel
-    (when the tensor is big enough to be worth threads)."""
+    """Vectorize the innermost axis when it is whole vectors; run the outer axes, fused, in parallel (when the
+    tensor is big enough to be worth threads). The two innermost axes stay loops of their own, so that the
+    elements of a row are addressed without division."""
     st = s[t]
     axes = list(st.axis)
-    inner = axes[-1].extent
-    vec = None
-    if inner % lanes == 0 and lanes > 1:
-        outer, vec = st.split(axes[-1], lanes)
-        axes = axes[:-1] + [outer]
-    if len(axes) > 1:
-        fused = st.fuse(*axes)
-    else:
-        fused = axes[0]
-    if math.prod(t.shape) >= min_parallel and fused.extent > 1:
-        st.parallel(fused)
-    if vec is not None:
+    if len(axes) >= 3:
+        axes = [st.fuse(*axes[:-2])] + axes[-2:]
+    inner = axes[-1]
+    if inner.extent % lanes == 0 and lanes > 1:
+        outer, vec = st.split(inner, lanes)
         st.vectorize(vec)
+        if outer.extent == 1 and len(axes) > 1:
+            axes = axes[:-1]
+    if math.prod(t.shape) >= min_parallel and axes[0].extent > 1:
+        st.parallel(axes[0])
 
 
 def schedule_reductions(s: Schedule, stages: Sequence[Tensor], lanes: int) -> None:
@@ -721,15 +719,22 @@ def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
     eh = max(0, (oh - 1) * op.strides[0] + op.dilations[0] * (op.kernel[0] - 1) + 1 - (xv.shape[2] + t + b))
     ew = max(0, (ow - 1) * op.strides[1] + op.dilations[1] * (op.kernel[1] - 1) + 1 - (xv.shape[3] + l + r))
     is_max = op.mode is PoolKind.MAX
-    dp = pad_blocked(x, (t, l, b + eh, r + ew), -math.inf if is_max else 0.0)
+    # A max-pooling window always holds an element of the input (pads are smaller than the window), so reading the
+    # nearest row or column of the input for a padded position gives the same maximum without a padded copy
+    # (with dilation the nearest row may not be one the window samples: then the input is padded with -inf).
+    clamp = is_max and op.dilations == (1, 1)
+    dp = x if clamp else pad_blocked(x, (t, l, b + eh, r + ew), -math.inf if is_max else 0.0)
     kh, kw = te.reduce_axis(op.kernel[0], "kh"), te.reduce_axis(op.kernel[1], "kw")
     (sy, sx), (dy, dx) = op.strides, op.dilations
     shape = out_v.layout.storage_shape(out_v.shape)
     reducer = te.max if is_max else te.sum
+    h, w = xv.shape[2], xv.shape[3]
 
     def body(*ax):
         src = list(ax)
         src[2], src[3] = ax[2] * sy + kh * dy, ax[3] * sx + kw * dx
+        if clamp:
+            src[2], src[3] = _clamp(src[2] - t, h - 1), _clamp(src[3] - l, w - 1)
         return reducer(dp[tuple(src)], axis=[kh, kw])
 
     acc = te.compute(shape, body, "acc" if not is_max else "out")
