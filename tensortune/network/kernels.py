@@ -172,7 +172,7 @@ def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int =
     elements of a row are addressed without division."""
     st = s[t]
     axes = list(st.axis)
-    if len(axes) >= 3:
+    if len(axes) >= 4:
         axes = [st.fuse(*axes[:-2])] + axes[-2:]
     inner = axes[-1]
     if inner.extent % lanes == 0 and lanes > 1:
