@@ -129,3 +129,21 @@ def test_outputs_written_in_place_or_copied():
     program_places = nw.compile(m)
     assert program_places.manifest.calls == 3  # relayout in, conv, relayout out straight into the output
     assert Place.OUTPUT.value == "output"
+
+
+def test_second_compile_skips_lowering(monkeypatch, tmp_path):
+    monkeypatch.setenv("TENSORTUNE_CACHE_DIR", str(tmp_path))
+    m = zoo.squeezenet(image=32)
+    first = nw.compile(m)
+    import tensortune.network.program as program
+
+    def no_lowering(*a, **k):
+        raise AssertionError("a cached program must not be lowered again")
+
+    monkeypatch.setattr(program, "lower", no_lowering)
+    second = nw.compile(m)
+    x = rand((1, 3, 32, 32), 2)
+    np.testing.assert_array_equal(first(x), second(x))
+    assert second.source == first.source
+    with pytest.raises(AssertionError, match="lowered again"):
+        nw.compile(zoo.squeezenet(image=48))  # other shapes: other kernels, not in the cache

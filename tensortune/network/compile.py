@@ -49,7 +49,7 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
 
 def load_program(program: Program, target: Target, num_threads: int | None = None) -> NetworkModule:
     """Generate, compile (or find in the cache) and load a program."""
-    source = program.source(target)
+    source = program.source
     library = compile_shared(source, target)
     manifest = Manifest(program.name, str(target), program.inputs, program.outputs, program.constants_bytes,
                         program.workspace_bytes, tuple(program.kernels), len(program.calls),

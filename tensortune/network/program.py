@@ -78,12 +78,13 @@ class KernelInfo:
 
 @dataclass
 class Program:
-    """A network ready to be generated: functions, calls, and the memory they use."""
+    """A network ready to be compiled: its C source (every kernel and the entry point), the calls, and the memory
+    they use."""
 
     name: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
-    functions: list[tuple[PrimFunc, Analyzer]]
+    source: str = field(repr=False)
     calls: list[Call]
     constants: list[tuple[int, np.ndarray]] = field(repr=False)  # (offset, array) in the arena
     constants_bytes: int
@@ -99,24 +100,20 @@ class Program:
             arena[off:off + raw.size] = raw
         return arena
 
-    def source(self, target: Target) -> str:
-        return codegen_c_unit(self.functions, target, entry_source(self),
-                              comment=f"network '{self.name}': {len(self.calls)} calls of {len(self.functions)} kernels")
 
-
-def entry_source(p: Program) -> str:
+def entry_source(calls_: list[Call], functions: list[PrimFunc], n_inputs: int, n_outputs: int) -> str:
     """``network_run``, and ``network_profile``: the same calls, each timed into ``seconds[call]``."""
-    n_io = len(p.inputs) + len(p.outputs)
-    params = {f.name: list(f.args) + list(f.workspaces) for f, _ in p.functions}
+    n_io = n_inputs + n_outputs
+    params = {f.name: list(f.args) + list(f.workspaces) for f in functions}
     calls = []
-    for call in p.calls:
+    for call in calls_:
         exprs = []
         for slot, buf in zip(call.slots, params[call.function]):
             ctype = buf.dtype.c_type
             if slot.place is Place.INPUT:
                 exprs.append(f"({ctype}*)args[{slot.offset}]")
             elif slot.place is Place.OUTPUT:
-                exprs.append(f"({ctype}*)args[{len(p.inputs) + slot.offset}]")
+                exprs.append(f"({ctype}*)args[{n_inputs + slot.offset}]")
             else:
                 base = "tt_const" if slot.place is Place.CONSTANT else "tt_work"
                 exprs.append(f"({ctype}*)({base} + {slot.offset})")
@@ -158,17 +155,19 @@ def _copy_kernel(g: Graph, src: str, dst: Value) -> KernelDef:
     return KernelDef("copy", s, (x, out), (arg, Arg(value=dst.name)), ("copy", n, dst.dtype))
 
 
-def build_program(g: Graph, target: Target,
-                  choose: Callable[[Graph, Node, Target], KernelDef] | None = None) -> Program:
-    """Kernels for every node of ``g`` (``choose`` may pick a tuned one; default schedules otherwise), lowered
-    once per distinct kernel, with their calls and memory planned."""
-    choose = choose or declare
-    root = _roots(g)
-    steps: list[tuple[str, KernelDef]] = []  # (node name, kernel)
-    for node in g.nodes:
-        if not is_alias(g, node):
-            steps.append((node.name, choose(g, node, target)))
+@dataclass
+class _Steps:
+    """The calls of a network before lowering: each node's kernel, and where each value's memory is."""
 
+    steps: list[tuple[str, KernelDef]]  # (node name, kernel)
+    root: dict[str, str]  # value -> the value whose memory it is
+    output_of: dict[str, int]  # root value -> graph output number it is written into
+    input_of: dict[str, int]  # graph input -> its number
+
+
+def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef]) -> _Steps:
+    root = _roots(g)
+    steps = [(node.name, choose(g, node, target)) for node in g.nodes if not is_alias(g, node)]
     # graph outputs: written in place by their producer, or copied when their memory is not theirs alone
     output_of: dict[str, int] = {}
     for j, o in enumerate(g.outputs):
@@ -179,8 +178,56 @@ def build_program(g: Graph, target: Target,
             output_of[o] = j
         else:
             output_of[r] = j
-    input_of = {name: k for k, name in enumerate(g.inputs)}
+    return _Steps(steps, root, output_of, {name: k for k, name in enumerate(g.inputs)})
 
+
+def place_constants(steps: list[tuple[str, KernelDef]]) -> tuple[list[tuple[int, np.ndarray]], dict[int, int], int]:
+    """Constants laid out one after another (an array several calls share is stored once): ``(offset, array)``
+    pairs, offsets by ``id(array)``, and the arena's size."""
+    constants: list[tuple[int, np.ndarray]] = []
+    at: dict[int, int] = {}
+    top = 0
+    for _, kd in steps:
+        for arg in kd.args:
+            if arg.const is not None and id(arg.const) not in at:
+                at[id(arg.const)] = top
+                constants.append((top, arg.const))
+                top += align(arg.const.nbytes)
+    return constants, at, top
+
+
+def build_program(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef] | None = None,
+                  use_cache: bool = True) -> Program:
+    """Kernels for every node of ``g`` (``choose`` may pick a tuned one; default schedules otherwise), lowered
+    once per distinct kernel, with their calls and memory planned, and the C source of it all.
+
+    Lowering and code generation are skipped when a program with the same kernels was built before on this
+    machine (``cache.py``); only the constants are packed again.
+    """
+    from . import cache
+
+    st = network_steps(g, target, choose or declare)
+    constants, const_at, const_bytes = place_constants(st.steps)
+    specs = (tuple(_spec(g, i) for i in g.inputs), tuple(_spec(g, o) for o in g.outputs))
+    key = cache.program_key(g, target, st) if use_cache else None
+    if key is not None:
+        hit = cache.load(key)
+        if hit is not None:
+            return Program(g.name, *specs, hit.source, hit.calls, constants, const_bytes, hit.workspace_bytes,
+                           hit.kernels, hit.buffers_bytes)
+    program = _lower_and_plan(g, target, st, specs, constants, const_at, const_bytes)
+    if key is not None:
+        cache.store(key, program)
+    return program
+
+
+def _spec(g: Graph, name: str) -> TensorSpec:
+    v = g.values[name]
+    return TensorSpec(name, v.shape, v.dtype)
+
+
+def _lower_and_plan(g: Graph, target: Target, st: _Steps, specs, constants, const_at, const_bytes) -> Program:
+    steps, root, output_of, input_of = st.steps, st.root, st.output_of, st.input_of
     # one lowered function per distinct kernel
     functions: list[tuple[PrimFunc, Analyzer]] = []
     by_key: dict[tuple, int] = {}
@@ -217,25 +264,12 @@ def build_program(g: Graph, target: Target,
             buffers.append(Buffer(f"{i}:{w.name}", w.size * w.dtype.bytes, i, i))
     plan = plan_memory(buffers)
 
-    # constants, laid out one after another (an array shared by several calls is stored once)
-    constants: list[tuple[int, np.ndarray]] = []
-    const_at: dict[int, int] = {}
-    top = 0
-
-    def constant(a: np.ndarray) -> int:
-        nonlocal top
-        if id(a) not in const_at:
-            const_at[id(a)] = top
-            constants.append((top, a))
-            top += align(a.nbytes)
-        return const_at[id(a)]
-
     calls = []
     for i, ((node_name, kd), k) in enumerate(zip(steps, chosen)):
         slots = []
         for arg in kd.args:
             if arg.const is not None:
-                slots.append(Slot(Place.CONSTANT, constant(arg.const)))
+                slots.append(Slot(Place.CONSTANT, const_at[id(arg.const)]))
                 continue
             r = root[arg.value]
             if r in input_of:
@@ -248,9 +282,8 @@ def build_program(g: Graph, target: Target,
             slots.append(Slot(Place.WORKSPACE, plan.offsets[f"{i}:{w.name}"]))
         calls.append(Call(functions[k][0].name, node_name, tuple(slots)))
 
-    def spec(name: str) -> TensorSpec:
-        v = g.values[name]
-        return TensorSpec(name, v.shape, v.dtype)
-
-    return Program(g.name, tuple(spec(i) for i in g.inputs), tuple(spec(o) for o in g.outputs), functions, calls,
-                   constants, top, plan.total, kernels, sum(align(b.size) for b in buffers))
+    main = entry_source(calls, [f for f, _ in functions], len(specs[0]), len(specs[1]))
+    source = codegen_c_unit(functions, target, main,
+                            comment=f"network '{g.name}': {len(calls)} calls of {len(functions)} kernels")
+    return Program(g.name, *specs, source, calls, constants, const_bytes, plan.total, kernels,
+                   sum(align(b.size) for b in buffers))

@@ -1,0 +1,307 @@
+"""Whole networks end to end: ResNet-18 and MobileNetV2 (batch 1, 224x224, float32, random weights, built here with
+``tensortune.network.zoo``), on 1 and 2 threads: tensortune with default schedules and with a tuning log,
+onnxruntime, PyTorch eager and ``torch.compile`` (when installed), in one run with one protocol.
+
+Every peer runs in a child process of its own (thread pools apart), checks its output against onnxruntime's,
+then is timed like ``tensortune bench``: one warm-up run, then ``--repeat`` timings of at least ``--min-ms`` each
+(runs per timing calibrated first); the median is reported. Also measured: tensortune's compile time with an
+empty build cache and with a warm one, and the peak memory (RSS) of a process that loads a compiled ResNet-18 and
+runs it, against one that runs it with onnxruntime.
+
+    python benchmarks/e2e.py                        # writes BENCHMARKS.md's "Whole networks" section
+    python benchmarks/e2e.py --log tuned.jsonl      # "tensortune, tuned" with that log
+    python benchmarks/e2e.py --json e2e.json --models resnet18 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MODELS = ("resnet18", "mobilenet_v2")
+PEERS = ("tensortune", "tensortune_tuned", "onnxruntime", "torch", "torch_compile")
+LABELS = {"tensortune": "tensortune, default schedules", "tensortune_tuned": "tensortune, with the log",
+          "onnxruntime": "onnxruntime", "torch": "PyTorch eager", "torch_compile": "torch.compile"}
+SECTION = "## Whole networks"
+
+
+# ------------------------------------------------------------------------------------------- child processes
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss it is not inherited across exec from the
+    parent that spawned the child)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child(spec: dict) -> dict:
+    """Time one peer on one network (in a child process); returns its result as a dict."""
+    from tensortune.runtime.timer import time_repeats
+
+    threads = spec["threads"]
+    x = np.load(spec["input"])
+    expected = np.load(spec["expected"]) if spec.get("expected") else None
+    peer = spec["peer"]
+    if peer.startswith("tensortune"):
+        import tensortune as tt
+
+        module = tt.load(spec["network"], num_threads=threads)
+        run = lambda: module(x)  # noqa: E731
+    elif peer == "onnxruntime":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(spec["model"], opts, providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        run = lambda: sess.run(None, {name: x})[0]  # noqa: E731
+    else:
+        try:
+            import torch
+        except ImportError:
+            return {"unavailable": "torch is not installed"}
+        sys.path.insert(0, str(HERE))
+        from torch_graph import GraphModule
+
+        from tensortune.graph import import_onnx
+        from tensortune.graph.passes import eliminate_dead_nodes, fold_constants, remove_identities
+
+        torch.set_num_threads(threads)
+        g = eliminate_dead_nodes(remove_identities(fold_constants(import_onnx(spec["model"]))))
+        net = GraphModule(g).eval()
+        if peer == "torch_compile":
+            try:
+                net = torch.compile(net)
+            except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
+                return {"unavailable": f"torch.compile failed: {type(e).__name__}: {e}"}
+        xt = torch.from_numpy(x)
+
+        def run():
+            with torch.inference_mode():
+                return net(xt).numpy()
+
+    try:
+        got = run()
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return {"error": f"{type(e).__name__}: {e}"}
+    if expected is not None:
+        scale = max(1.0, float(np.abs(expected).max()))
+        if not np.allclose(got, expected, rtol=1e-4, atol=1e-5 * scale):
+            return {"error": f"output differs from onnxruntime's by {float(np.abs(got - expected).max()):.3g}"}
+
+    def timed(count: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(count):
+            run()
+        return time.perf_counter() - t0
+
+    runs = time_repeats(timed, 1, spec["repeat"], spec["min_ms"])
+    return {"median_s": float(np.median(runs)), "runs_s": runs,
+            "peak_rss_mib": peak_rss_mib()}
+
+
+def _spawn(spec: dict, env: dict | None = None) -> dict:
+    env = dict(os.environ if env is None else env)
+    env["OMP_NUM_THREADS"] = str(spec.get("threads", 1))
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"child failed (exit {proc.returncode}): {tail}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _compile_child(spec: dict) -> dict:
+    """Compile a model (in a child, with the cache directory of the spec) and export it; returns the seconds."""
+    import tensortune as tt
+
+    start = time.perf_counter()
+    module = tt.compile(spec["model"], log=spec.get("log"))
+    seconds = time.perf_counter() - start
+    module.export(spec["network"])
+    tuned = sum(len(k.nodes) for k in module.manifest.kernels if k.template)
+    return {"compile_s": seconds, "calls": module.manifest.calls, "tuned_calls": tuned}
+
+
+def _compile(model: Path, network: Path, cache: Path, log: str | None = None) -> dict:
+    env = dict(os.environ, TENSORTUNE_CACHE_DIR=str(cache))
+    return _spawn({"compile": True, "model": str(model), "network": str(network), "log": log}, env)
+
+
+def _rss_child(spec: dict) -> dict:
+    """Peak RSS of a process that only loads and runs the network (tensortune) or the model (onnxruntime)."""
+    x = np.load(spec["input"])
+    if spec["peer"] == "tensortune":
+        import tensortune as tt
+
+        module = tt.load(spec["network"], num_threads=spec["threads"])
+        for _ in range(5):
+            module(x)
+    else:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = spec["threads"]
+        sess = ort.InferenceSession(spec["model"], opts, providers=["CPUExecutionProvider"])
+        for _ in range(5):
+            sess.run(None, {sess.get_inputs()[0].name: x})
+    return {"peak_rss_mib": peak_rss_mib()}
+
+
+# ------------------------------------------------------------------------------------------- the run
+
+def machine() -> str:
+    try:
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), platform.processor())
+    except OSError:
+        cpu = platform.processor()
+    from tensortune import Target
+
+    host = Target.host()
+    return f"{cpu}, {host.isa.value}, {os.cpu_count()} logical CPUs, load average {os.getloadavg()[0]:.1f}"
+
+
+def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
+    import onnx
+
+    from tensortune.network import zoo
+
+    report = {"machine": machine(), "repeat": repeat, "min_repeat_ms": min_ms, "log": log, "models": {}}
+    for name in models:
+        m = zoo.MODELS[name](batch=1, image=224)
+        model = work / f"{name}.onnx"
+        onnx.save(m, model)
+        x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+        np.save(work / "input.npy", x)
+        import onnxruntime as ort
+
+        expected = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+        np.save(work / f"{name}_expected.npy", expected)
+        cold_cache = work / f"cache-{name}"
+        cold = _compile(model, work / f"{name}.tt", cold_cache)
+        warm = _compile(model, work / f"{name}.tt", cold_cache)
+        entry = {"compile_cold_s": cold.get("compile_s"), "compile_warm_s": warm.get("compile_s"),
+                 "calls": cold.get("calls"), "threads": {}}
+        if log:
+            tuned = _compile(model, work / f"{name}-tuned.tt", cold_cache, log)
+            entry["tuned_calls"] = tuned.get("tuned_calls")
+        for threads in thread_counts:
+            row = {}
+            for peer in PEERS:
+                if peer == "tensortune_tuned" and not log:
+                    row[peer] = {"unavailable": "no --log given"}
+                    continue
+                network = work / (f"{name}-tuned.tt" if peer == "tensortune_tuned" else f"{name}.tt")
+                spec = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
+                        "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
+                        "repeat": repeat, "min_ms": min_ms}
+                row[peer] = _spawn(spec)
+                print(f"{name} {threads} thread(s) {LABELS[peer]}: "
+                      f"{_fmt(row[peer])}", flush=True)
+            entry["threads"][str(threads)] = row
+        if name == "resnet18":
+            rss = {p: _spawn({"rss": True, "peer": p, "threads": max(thread_counts), "model": str(model),
+                              "network": str(work / f"{name}.tt"), "input": str(work / "input.npy")})
+                   for p in ("tensortune", "onnxruntime")}
+            entry["peak_rss_mib"] = {p: r.get("peak_rss_mib") for p, r in rss.items()}
+        report["models"][name] = entry
+    return report
+
+
+def _fmt(r: dict) -> str:
+    if "median_s" in r:
+        return f"{r['median_s'] * 1e3:.2f} ms"
+    return r.get("unavailable") or r.get("error", "?")
+
+
+def table(report: dict) -> str:
+    lines = [SECTION, "",
+             f"`python benchmarks/e2e.py` on {report['machine']}: batch 1, 224x224, float32, random weights; "
+             f"median of {report['repeat']} timings of >= {report['min_repeat_ms']:g} ms after a warm-up, each peer in "
+             "a child process of its own, every output checked against onnxruntime's first. Ratios are against "
+             "onnxruntime in the same run.", ""]
+    for name, entry in report["models"].items():
+        lines.append(f"**{name}** ({entry['calls']} kernel calls per run; compile {entry['compile_cold_s']:.1f} s "
+                     f"with an empty build cache, {entry['compile_warm_s']:.2f} s with a warm one)")
+        lines.append("")
+        threads = list(entry["threads"])
+        lines.append("| peer | " + " | ".join(f"{t} thread{'s' if t != '1' else ''}" for t in threads) + " |")
+        lines.append("| --- |" + " --- |" * len(threads))
+        for peer in PEERS:
+            cells = []
+            for t in threads:
+                r = entry["threads"][t][peer]
+                ort_r = entry["threads"][t]["onnxruntime"]
+                if "median_s" in r and "median_s" in ort_r:
+                    cells.append(f"{r['median_s'] * 1e3:.2f} ms ({r['median_s'] / ort_r['median_s']:.2f}x)")
+                else:
+                    cells.append(_fmt(r))
+            lines.append(f"| {LABELS[peer]} | " + " | ".join(cells) + " |")
+        if "peak_rss_mib" in entry:
+            rss = entry["peak_rss_mib"]
+            if all(isinstance(v, float) for v in rss.values()):
+                lines.append("")
+                lines.append(f"Peak RSS of a process that loads the compiled network and runs it: tensortune "
+                             f"{rss['tensortune']:.0f} MiB, onnxruntime {rss['onnxruntime']:.0f} MiB "
+                             f"({rss['tensortune'] / rss['onnxruntime']:.2f}x).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace the "Whole networks" section of BENCHMARKS.md (or append it)."""
+    old = path.read_text() if path.exists() else ""
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    new = pattern.sub(text.rstrip() + "\n\n", old) if pattern.search(old) else old.rstrip() + "\n\n" + text
+    path.write_text(new.rstrip() + "\n")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--log", help="tuning log for the 'with the log' row")
+    p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--min-ms", type=float, default=50.0)
+    p.add_argument("--json", help="also write the results as JSON here")
+    p.add_argument("--no-markdown", action="store_true", help="do not update BENCHMARKS.md")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        fn = _compile_child if spec.get("compile") else _rss_child if spec.get("rss") else _child
+        print(json.dumps(fn(spec)))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
+        report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
+                     args.min_ms, Path(tmp))
+    text = table(report)
+    print()
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if not args.no_markdown:
+        write_section(ROOT / "BENCHMARKS.md", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
