@@ -7,6 +7,16 @@ from .build import build  # noqa: E402
 from .lower import lower  # noqa: E402
 from .target import Target  # noqa: E402
 from .schedule import create_schedule  # noqa: E402
-from .network import compile, load  # noqa: E402  (whole networks: tensortune.compile(model), tensortune.load(path))
+
+
+def __getattr__(name: str):
+    """``tensortune.compile(model)`` and ``tensortune.load(path)`` (whole networks), imported on first use so that
+    ``import tensortune`` stays as light as it was (build workers import it)."""
+    if name in ("compile", "load"):
+        from . import network
+
+        return getattr(network, name)
+    raise AttributeError(f"module 'tensortune' has no attribute {name!r}")
+
 
 __all__ = ["__version__", "build", "compile", "create_schedule", "load", "lower", "te", "Target"]
