@@ -487,7 +487,7 @@ def _target(text: str | None):
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from .network import compile as compile_network
-    from .network.tuned import TunedKernels  # noqa: F401 - imported here so a broken install fails early
+    from .network.module import spec_json
 
     shapes = parse_input_shapes(args.shape)
     target = _target(args.target)
@@ -499,7 +499,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     m = module.manifest
     tuned = [k for k in m.kernels if k.template]
     summary = {"model": args.model, "output": str(path), "name": m.name, "target": m.target,
-               "inputs": [s.to_json() for s in m.inputs], "outputs": [s.to_json() for s in m.outputs],
+               "inputs": [spec_json(s) for s in m.inputs], "outputs": [spec_json(s) for s in m.outputs],
                "kernels": len(m.kernels), "calls": m.calls, "tuned_kernels": len(tuned),
                "tuned_calls": sum(len(k.nodes) for k in tuned), "constants_bytes": m.constants_bytes,
                "workspace_bytes": m.workspace_bytes, "unshared_workspace_bytes": m.buffers_bytes,
@@ -618,11 +618,11 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{graph.name}: {sum(1 for r in rows if r['template'])} tuning tasks for {sum(r['occurrences'] for r in rows)} "
           f"convolution/dense nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
-    print(f"  {'#':>3}  {'template':<20} {'arguments':<44} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
+    print(f"  {'#':>3}  {'kind':<16} {'template':<20} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
     for r in rows:
         what = json.dumps(r["args"], separators=(",", ":")) if r["args"] else r["workload"]
-        print(f"  {r['index']:>3}  {r['template'] or '(default schedule)':<20} {what:<44} {r['occurrences']:>5} "
-              f"{r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
+        print(f"  {r['index']:>3}  {r['kind']:<16} {r['template'] or '(default schedule)':<20} {what:<34} "
+              f"{r['occurrences']:>5} {r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
     return EXIT_OK
 
 

@@ -13,8 +13,8 @@ import numpy as np
 from .errors import GraphError
 from .ir import Graph
 from .ops import (BatchNorm, Binary, BinaryFn, Cast, Concat, Conv, Dense, EpilogueStep, Gather, Identity, LRN,
-                  MatMul, Op, Pad, Pool, PoolKind, Relayout, Reshape, Slice, Softmax, TensorType, Transpose, Unary,
-                  UnaryFn, conv_out)
+                  Math, MatMul, Op, Pad, Pool, PoolKind, Relayout, Reshape, Slice, Softmax, TensorType, Transpose,
+                  Unary, binary_formula, conv_out, unary_formula)
 
 
 def interpret(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -45,37 +45,29 @@ def evaluate(op: Op, args: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 # ------------------------------------------------------------------------------------------- elementwise
 
+class NumpyMath(Math):
+    """Numpy functions on arrays of one dtype (constants take that dtype)."""
+
+    def __init__(self, dtype: np.dtype):
+        self.dtype = np.dtype(dtype)
+
+    def const(self, value: float):
+        return self.dtype.type(value)
+
+    maximum = staticmethod(np.maximum)
+    minimum = staticmethod(np.minimum)
+    exp = staticmethod(np.exp)
+    tanh = staticmethod(np.tanh)
+
+
 def unary(op: Unary, x: np.ndarray) -> np.ndarray:
-    t = x.dtype.type
-    if op.fn is UnaryFn.RELU:
-        return np.maximum(x, t(0))
-    if op.fn is UnaryFn.CLIP:
-        return np.minimum(np.maximum(x, t(op.alpha)), t(op.beta))
-    if op.fn is UnaryFn.LEAKY_RELU:
-        return np.where(x >= 0, x, x * t(op.alpha))
-    if op.fn is UnaryFn.SIGMOID:
-        return (t(1) / (t(1) + np.exp(-x))).astype(x.dtype)
-    if op.fn is UnaryFn.HARD_SIGMOID:
-        return np.clip(x * t(op.alpha) + t(op.beta), t(0), t(1))
-    if op.fn is UnaryFn.HARD_SWISH:
-        return x * np.clip(x * t(1 / 6) + t(0.5), t(0), t(1))
-    if op.fn is UnaryFn.TANH:
-        return np.tanh(x)
-    raise AssertionError(op.fn)
+    return np.asarray(unary_formula(op, x, NumpyMath(x.dtype)), x.dtype)
 
 
 def binary(op: Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if op.fn is BinaryFn.ADD:
-        return a + b
-    if op.fn is BinaryFn.SUB:
-        return a - b
-    if op.fn is BinaryFn.MUL:
-        return a * b
-    if op.fn is BinaryFn.DIV:
-        return a / b if np.issubdtype(a.dtype, np.floating) else _int_div(a, b)
-    if op.fn is BinaryFn.PRELU:
-        return np.where(a >= 0, a, a * b)
-    raise AssertionError(op.fn)
+    if op.fn is BinaryFn.DIV and not np.issubdtype(a.dtype, np.floating):
+        return _int_div(a, b)
+    return binary_formula(op, a, b, NumpyMath(np.result_type(a, b)))
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -180,6 +180,64 @@ class Binary(Op):
         return "PRelu" if self.fn is BinaryFn.PRELU else self.fn.value.capitalize()
 
 
+class Math:
+    """The functions the formulas of elementwise operators use: numpy's in the interpreter, tensor expressions'
+    in kernels, so each activation is defined once (``unary_formula``, ``binary_formula``)."""
+
+    def const(self, value: float):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def maximum(self, a, b):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def minimum(self, a, b):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def exp(self, a):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def tanh(self, a):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def unary_formula(op: Unary, x, m: Math):
+    """``op(x)`` with the functions of ``m``. Branch-free (leaky ReLU is ``max(x, 0) + alpha * min(x, 0)``), so
+    that kernels vectorize."""
+    c = m.const
+    fn = op.fn
+    if fn is UnaryFn.RELU:
+        return m.maximum(x, c(0))
+    if fn is UnaryFn.CLIP:
+        return m.minimum(m.maximum(x, c(op.alpha)), c(op.beta))
+    if fn is UnaryFn.LEAKY_RELU:
+        return m.maximum(x, c(0)) + c(op.alpha) * m.minimum(x, c(0))
+    if fn is UnaryFn.SIGMOID:
+        return c(1) / (c(1) + m.exp(-x))
+    if fn is UnaryFn.HARD_SIGMOID:
+        return m.minimum(m.maximum(x * c(op.alpha) + c(op.beta), c(0)), c(1))
+    if fn is UnaryFn.HARD_SWISH:
+        return x * m.minimum(m.maximum(x * c(1 / 6) + c(0.5), c(0)), c(1))
+    if fn is UnaryFn.TANH:
+        return m.tanh(x)
+    raise AssertionError(fn)
+
+
+def binary_formula(op: Binary, a, b, m: Math):
+    """``op(a, b)`` with the functions of ``m`` (floats; PRelu branch-free like leaky ReLU)."""
+    fn = op.fn
+    if fn is BinaryFn.ADD:
+        return a + b
+    if fn is BinaryFn.SUB:
+        return a - b
+    if fn is BinaryFn.MUL:
+        return a * b
+    if fn is BinaryFn.DIV:
+        return a / b
+    if fn is BinaryFn.PRELU:
+        return m.maximum(a, m.const(0)) + b * m.minimum(a, m.const(0))
+    raise AssertionError(fn)
+
+
 @dataclass(frozen=True, slots=True)
 class EpilogueStep:
     """One elementwise step fused after a convolution or dense layer: ``op`` applied to the running value
@@ -564,6 +622,6 @@ class Cast(Op):
 #: operators that are only ever evaluated at compile time (no kernel computes them)
 CONSTANT_ONLY = (Gather, Cast)
 
-__all__ = ["BatchNorm", "Binary", "BinaryFn", "CONSTANT_ONLY", "Cast", "Concat", "Conv", "Dense", "EpilogueStep",
+__all__ = ["BatchNorm", "Binary", "BinaryFn", "Math", "binary_formula", "unary_formula", "CONSTANT_ONLY", "Cast", "Concat", "Conv", "Dense", "EpilogueStep",
            "Gather", "Identity", "LRN", "MatMul", "Op", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Reshape",
            "Slice", "Softmax", "TensorType", "Transpose", "Unary", "UnaryFn", "broadcast_shapes", "conv_out"]

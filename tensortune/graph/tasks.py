@@ -2,10 +2,10 @@
 
 A convolution with a square kernel, equal strides, equal pads on every side, no dilation and no groups is a
 ``conv2d_nchwc_packed`` task (arguments ``N, C, H, W, O, K, stride, pad``, as ``tensortune tune conv2d
---template conv2d_nchwc_packed`` makes it); a dense layer is a ``matmul`` task (``M, N, K, dtype, bias,
-relu, transpose_b``). Nodes with equal workloads share one task, which counts them. The others (depthwise
-and grouped convolutions, unusual windows, dense layers with other epilogues) are listed with no task: they
-run their default schedules.
+--template conv2d_nchwc_packed`` makes it). A dense layer ``[M, K] x [K, N]`` runs as the 1x1 convolution of
+``M`` 1x1 images of ``K`` channels into ``N`` (the same memory), so it is the task ``(M, K, 1, 1, N, 1, 1, 0)``
+of that template. Nodes with equal workloads share one task, which counts them. The others (depthwise and
+grouped convolutions, unusual windows) are listed with no task: they run their default schedules.
 """
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from ..autotvm.task import Task
 from ..autotvm.templates import TEMPLATES
 from ..target import Target
 from .ir import Graph, Node
-from .ops import Conv, Dense, EpilogueStep, Unary, UnaryFn
+from .ops import Conv, Dense
 
 CONV_TEMPLATE = "conv2d_nchwc_packed"
-DENSE_TEMPLATE = "matmul"
 
 
 @dataclass(frozen=True)
@@ -53,15 +52,10 @@ def conv_task_args(g: Graph, node: Node) -> tuple | None:
     return (n, c, h, wd, o, kh, op.strides[0], op.pads[0])
 
 
-def dense_task_args(g: Graph, node: Node) -> tuple | None:
-    """``(M, N, K, dtype, bias, relu, transpose_b)`` of a dense layer the ``matmul`` template computes (its
-    epilogue is at most a ReLU)."""
-    op: Dense = node.op
-    if op.epilogue not in ((), (EpilogueStep(Unary(UnaryFn.RELU)),)):
-        return None
+def dense_task_args(g: Graph, node: Node) -> tuple:
+    """``(M, K, 1, 1, N, 1, 1, 0)``: a dense layer as the 1x1 convolution of 1x1 images."""
     m, k = g.values[node.inputs[0]].shape
-    n = g.values[node.inputs[1]].shape[0]
-    return (m, n, k, g.values[node.outputs[0]].dtype, op.has_bias, bool(op.epilogue), True)
+    return (m, k, 1, 1, g.values[node.inputs[1]].shape[0], 1, 1, 0)
 
 
 def node_task(g: Graph, node: Node, target: Target) -> Task | None:
@@ -70,8 +64,7 @@ def node_task(g: Graph, node: Node, target: Target) -> Task | None:
         args = conv_task_args(g, node)
         return None if args is None else Task(TEMPLATES[CONV_TEMPLATE], args, target)
     if isinstance(node.op, Dense):
-        args = dense_task_args(g, node)
-        return None if args is None else Task(TEMPLATES[DENSE_TEMPLATE], args, target)
+        return Task(TEMPLATES[CONV_TEMPLATE], dense_task_args(g, node), target)
     return None
 
 

@@ -20,8 +20,10 @@ from .. import te
 from ..errors import TensortuneError
 from ..graph.interpret import pool_divisor
 from ..graph.ir import Graph, Layout, Node, Value
-from ..graph.ops import (Binary, BinaryFn, Cast, Concat, Conv, Dense, EpilogueStep, Identity, LRN, MatMul, Pad,
-                         PadMode, Pool, PoolKind, Relayout, Reshape, Slice, Softmax, Transpose, Unary, UnaryFn)
+from ..graph.passes.plan_layout import channel_block
+from ..graph.ops import (Binary, Cast, Concat, Conv, Dense, EpilogueStep, Identity, LRN, MatMul, Math, Pad, PadMode,
+                         Pool, PoolKind, Relayout, Reshape, Slice, Softmax, Transpose, Unary, binary_formula,
+                         unary_formula)
 from ..ops import Operator, Part
 from ..ops.schedule_helpers import largest_divisor, local_accumulator
 from ..schedule import Schedule, create_schedule
@@ -92,39 +94,27 @@ def storage_compute(out: Value, body: Callable[[tuple[Expr, ...]], Expr], name: 
     return te.compute(out.layout.storage_shape(out.shape), lambda *axes: body(logical_index(out.layout, axes)), name)
 
 
+class TeMath(Math):
+    """Tensor-expression functions on expressions of one dtype."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def const(self, value: float) -> Expr:
+        return te.const(value, self.dtype)
+
+    maximum = staticmethod(te.maximum)
+    minimum = staticmethod(te.minimum)
+    exp = staticmethod(te.exp)
+    tanh = staticmethod(te.tanh)
+
+
 def unary_expr(op: Unary, x: Expr) -> Expr:
-    dt = x.dtype
-    zero, one = te.const(0, dt), te.const(1, dt)
-    if op.fn is UnaryFn.RELU:
-        return te.maximum(x, zero)
-    if op.fn is UnaryFn.CLIP:
-        return te.minimum(te.maximum(x, te.const(op.alpha, dt)), te.const(op.beta, dt))
-    if op.fn is UnaryFn.LEAKY_RELU:  # max(x, 0) + alpha * min(x, 0): branch-free, so it vectorizes
-        return te.maximum(x, zero) + te.const(op.alpha, dt) * te.minimum(x, zero)
-    if op.fn is UnaryFn.SIGMOID:
-        return te.sigmoid(x)
-    if op.fn is UnaryFn.HARD_SIGMOID:
-        return te.minimum(te.maximum(x * te.const(op.alpha, dt) + te.const(op.beta, dt), zero), one)
-    if op.fn is UnaryFn.HARD_SWISH:
-        return x * te.minimum(te.maximum(x * te.const(1 / 6, dt) + te.const(0.5, dt), zero), one)
-    if op.fn is UnaryFn.TANH:
-        return te.tanh(x)
-    raise AssertionError(op.fn)
+    return unary_formula(op, x, TeMath(x.dtype))
 
 
 def binary_expr(op: Binary, a: Expr, b: Expr) -> Expr:
-    if op.fn is BinaryFn.ADD:
-        return a + b
-    if op.fn is BinaryFn.SUB:
-        return a - b
-    if op.fn is BinaryFn.MUL:
-        return a * b
-    if op.fn is BinaryFn.DIV:
-        return a / b
-    if op.fn is BinaryFn.PRELU:
-        zero = te.const(0, a.dtype)
-        return te.maximum(a, zero) + b * te.minimum(a, zero)
-    raise AssertionError(op.fn)
+    return binary_formula(op, a, b, TeMath(a.dtype))
 
 
 # ------------------------------------------------------------------------------------------- arguments
@@ -138,12 +128,15 @@ class KernelArgs:
         self.args: list[Arg] = []
         self.key: list = []
 
-    def value(self, name: str, hint: str) -> Tensor:
-        """A placeholder for graph value ``name`` in its storage layout (constants are read as stored)."""
+    def value(self, name: str, hint: str, view: tuple[int, ...] | None = None) -> Tensor:
+        """A placeholder for graph value ``name`` in its storage layout, or seen with the shape ``view`` of the same
+        elements in the same order (constants are read as stored)."""
         v = self.g.values[name]
         if self.g.is_constant(name):
             return self.const(self.g.constants[name], hint)
-        t = te.placeholder(v.layout.storage_shape(v.shape) or (1,), v.dtype, f"{hint}{len(self.tensors)}")
+        shape = view or v.layout.storage_shape(v.shape) or (1,)
+        assert math.prod(shape) == v.type.size, (shape, v)
+        t = te.placeholder(shape, v.dtype, f"{hint}{len(self.tensors)}")
         self.tensors.append(t)
         self.args.append(Arg(value=name))
         self.key.append(("value", v.shape, v.layout.block, v.dtype))
@@ -295,9 +288,11 @@ def _concat(g: Graph, node: Node, lanes: int) -> KernelDef:
 
 # ------------------------------------------------------------------------------------------- epilogues
 
-def epilogue_stages(acc: Tensor, out_v: Value, op: Conv | Dense, bias: Tensor | None,
-                    operands: Sequence[tuple[Tensor, Value, bool]]) -> list[Tensor]:
-    """The stages after the accumulator ``acc`` (stored like ``out_v``): bias, then each epilogue step.
+def epilogue_stages(acc: Tensor, op: Conv | Dense, bias: Tensor | None,
+                    operands: Sequence[tuple[Tensor, Value, bool]],
+                    logical: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]) -> list[Tensor]:
+    """The stages after the accumulator ``acc``: bias, then each epilogue step; ``logical(axes)`` is the index in the
+    node's output value of the element at ``acc``'s ``axes``.
 
     ``operands`` are (tensor, value, is_constant) of the binary steps, in order. The last stage is named
     ``out``."""
@@ -311,14 +306,14 @@ def epilogue_stages(acc: Tensor, out_v: Value, op: Conv | Dense, bias: Tensor | 
     cur = acc
     for k, fn in enumerate(steps):
         name = "out" if k == len(steps) - 1 else f"epilogue{k}"
-        cur = te.compute(acc.shape, _apply_step(cur, fn, out_v.layout), name)
+        cur = te.compute(acc.shape, _apply_step(cur, fn, logical), name)
         stages.append(cur)
     return stages
 
 
-def _apply_step(prev: Tensor, fn: Callable[[Expr, tuple], Expr], layout: Layout) -> Callable[..., Expr]:
+def _apply_step(prev: Tensor, fn: Callable[[Expr, tuple], Expr], logical: Callable) -> Callable[..., Expr]:
     def body(*ax):
-        return fn(prev[ax], logical_index(layout, ax))
+        return fn(prev[ax], logical(ax))
     return body
 
 
@@ -365,7 +360,12 @@ class ConvShape:
 
     @staticmethod
     def of(g: Graph, node: Node) -> "ConvShape":
+        """A convolution's geometry; a dense layer's as a 1x1 convolution of 1x1 images (``[M, K]`` data lies in
+        memory as ``M`` images of ``K`` channels, blocked or not)."""
         x, w, out = (g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]])
+        if isinstance(node.op, Dense):
+            (m, k), n = x.shape, w.shape[0]
+            return ConvShape(m, k, 1, 1, n, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1, 1, 1)
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
         op: Conv = node.op
@@ -450,7 +450,7 @@ def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[
     stages = epilogue(acc)
     out = stages[-1] if stages else acc
     parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
-    return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_depthwise_schedule,
+    return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule,
                     parts=parts, epilogue=tuple(stages[:-1]))
 
 
@@ -482,15 +482,23 @@ def vector_registers(target: Target) -> int:
 
 
 def default_conv_schedule(op: Operator, target: Target) -> Schedule:
-    """Register tiles of (output-channel blocks x rows x columns), accumulated over (input-channel block, kh, kw,
-    channels of the block) and written through the epilogue once; parallel over batch, channel tiles and rows."""
+    """Register tiles of (output-channel blocks x rows x columns), accumulated over the reduction (input-channel
+    block, kh, kw, channels of the block; a depthwise convolution's kh, kw) and written through the epilogue once;
+    parallel over batch, channel tiles and row tiles. The padded input, if any, is made first, in parallel."""
     s = create_schedule(op.output)
     out, acc = s[op.output], s[local_accumulator(s, op)]
-    _parallel_pad(s, op, target)
+    if Part.PADDED_INPUT in op.parts:
+        t = op.parts[Part.PADDED_INPUT]
+        pad = s[t]
+        pad.parallel(pad.fuse(*pad.axis[:3]))
+        if t.shape[-1] % max(1, target.lanes(t.dtype)) == 0:
+            pad.vectorize(pad.axis[-1])
     n, oc, y, x, ob = out.axis
-    lanes = max(1, target.lanes(op.output.dtype))
-    vectors = -(-ob.extent // lanes)
-    oct_, oht, owt = register_tile(oc.extent, y.extent, x.extent, vectors, vector_registers(target))
+    red = acc.reduce_axis
+    depthwise = len(red) == 2  # each output channel reads its own input channel: no channel reuse to tile
+    vectors = -(-ob.extent // max(1, target.lanes(op.output.dtype)))
+    oct_, oht, owt = register_tile(1 if depthwise else oc.extent, y.extent, x.extent, vectors,
+                                   vector_registers(target))
     oco, oci = out.split(oc, oct_)
     yo, yi = out.split(y, oht)
     xo, xi = out.split(x, owt)
@@ -499,8 +507,9 @@ def default_conv_schedule(op: Operator, target: Target) -> Schedule:
     out.vectorize(ob)
     acc.compute_at(out, xo)
     _, coc, cy, cx, cb = acc.axis
-    ico, kh, kw, ici = acc.reduce_axis
-    acc.reorder(ico, kh, kw, ici, coc, cy, cx, cb)
+    acc.reorder(*red, coc, cy, cx, cb)
+    if depthwise:
+        acc.unroll(red[-1])
     acc.unroll(coc)
     acc.unroll(cy)
     acc.unroll(cx)
@@ -508,52 +517,19 @@ def default_conv_schedule(op: Operator, target: Target) -> Schedule:
     return s
 
 
-def _parallel_pad(s: Schedule, op: Operator, target: Target) -> None:
-    """The padded input at the root, parallel over batch, channel blocks and rows, vectorized over a block."""
-    if Part.PADDED_INPUT not in op.parts:
-        return
-    t = op.parts[Part.PADDED_INPUT]
-    pad = s[t]
-    pad.parallel(pad.fuse(*pad.axis[:3]))
-    if t.shape[-1] % max(1, target.lanes(t.dtype)) == 0:
-        pad.vectorize(pad.axis[-1])
-
-
-def default_depthwise_schedule(op: Operator, target: Target) -> Schedule:
-    """Tiles of rows x columns of one channel block, accumulated in registers over (kh, kw); parallel over batch,
-    channel blocks and row tiles."""
-    s = create_schedule(op.output)
-    out, acc = s[op.output], s[local_accumulator(s, op)]
-    _parallel_pad(s, op, target)
-    n, c, y, x, b = out.axis
-    lanes = max(1, target.lanes(op.output.dtype))
-    vectors = -(-b.extent // lanes)
-    _, oht, owt = register_tile(1, y.extent, x.extent, vectors, vector_registers(target))
-    yo, yi = out.split(y, oht)
-    xo, xi = out.split(x, owt)
-    out.reorder(n, c, yo, xo, yi, xi, b)
-    out.parallel(out.fuse(n, c, yo))
-    out.vectorize(b)
-    acc.compute_at(out, xo)
-    _, _, cy, cx, cb = acc.axis
-    kh, kw = acc.reduce_axis
-    acc.reorder(kh, kw, cy, cx, cb)
-    acc.unroll(kw)
-    acc.unroll(cy)
-    acc.unroll(cx)
-    acc.vectorize(cb)
-    return s
-
-
-def conv_blocks(g: Graph, node: Node) -> tuple[int, int]:
-    """The input and output channel blocks of a convolution node (its values' layouts)."""
+def conv_blocks(g: Graph, node: Node, lanes: int) -> tuple[int, int]:
+    """The input and output channel blocks of a convolution (its values' layouts) or of a dense layer (its
+    features blocked like channels, ``lanes`` per vector)."""
+    if isinstance(node.op, Dense):
+        sh = ConvShape.of(g, node)
+        return channel_block(sh.C, lanes), channel_block(sh.O, lanes)
     return g.values[node.inputs[0]].layout.block, g.values[node.outputs[0]].layout.block
 
 
-def is_blocked_conv(g: Graph, node: Node) -> bool:
+def is_blocked_conv(g: Graph, node: Node, lanes: int) -> bool:
     """Whether the node runs as a structured blocked convolution (groups holding whole blocks) or depthwise."""
     sh = ConvShape.of(g, node)
-    icb, ocb = conv_blocks(g, node)
+    icb, ocb = conv_blocks(g, node, lanes)
     if not icb or not ocb:
         return False
     if sh.depthwise:
@@ -561,19 +537,20 @@ def is_blocked_conv(g: Graph, node: Node) -> bool:
     return (sh.C // sh.groups) % icb == 0 and (sh.O // sh.groups) % ocb == 0
 
 
-def conv_operator(g: Graph, node: Node, a: KernelArgs, icb: int | None = None, ocb: int | None = None) -> Operator:
-    """The blocked convolution (or depthwise) operator of a Conv node, its arguments bound in ``a``."""
+def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int) -> Operator:
+    """The blocked convolution (or depthwise) operator of a Conv or Dense node, its arguments bound in ``a``."""
     sh = ConvShape.of(g, node)
-    blocks = conv_blocks(g, node)
-    icb, ocb = icb or blocks[0], ocb or blocks[1]
+    icb, ocb = conv_blocks(g, node, lanes)
     out_v = g.values[node.outputs[0]]
     w = g.constants.get(node.inputs[1])
     if w is None:
-        raise NetworkCompileError(f"Conv '{node.name}': its weight must be a constant")
+        raise NetworkCompileError(f"{node.op.kind} '{node.name}': its weight must be a constant")
+    w = w.reshape(sh.O, sh.C // sh.groups, sh.KH, sh.KW)
     bias_t: list[Tensor] = []
 
     def inputs():
-        data = a.value(node.inputs[0], "data")
+        view = (sh.N, sh.C // icb, 1, 1, icb) if isinstance(node.op, Dense) else None
+        data = a.value(node.inputs[0], "data", view)
         packed = (w.reshape(sh.C // ocb, ocb, sh.KH, sh.KW).transpose(0, 2, 3, 1) if sh.depthwise
                   else pack_conv_weight(w, sh.groups, icb, ocb))
         wp = a.const(packed, "weight")
@@ -586,21 +563,28 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, icb: int | None = None, o
         inputs.operands = ops
         return data, wp, extra
 
+    def logical(ax):
+        return (ax[0], ax[1] * ocb + ax[4]) if isinstance(node.op, Dense) else logical_index(out_v.layout, ax)
+
     def epilogue(acc):
-        return epilogue_stages(acc, out_v, node.op, bias_t[0] if bias_t else None, inputs.operands)
+        return epilogue_stages(acc, node.op, bias_t[0] if bias_t else None, inputs.operands, logical)
 
     if sh.depthwise:
         return depthwise_conv(sh, ocb, epilogue, inputs)
     return blocked_conv(sh, icb, ocb, out_v.dtype, epilogue, inputs)
 
 
+def conv_kind(g: Graph, node: Node) -> str:
+    if isinstance(node.op, Dense):
+        return "dense"
+    return "depthwise_conv2d" if ConvShape.of(g, node).depthwise else "conv2d"
+
+
 def _conv(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
     a = KernelArgs(g)
-    if is_blocked_conv(g, node):
-        op = conv_operator(g, node, a)
-        s = op.default_schedule(target)
-        return a.done("depthwise_conv2d" if ConvShape.of(g, node).depthwise else "conv2d", node, op.output, s,
-                      op.flops)
+    if is_blocked_conv(g, node, lanes):
+        op = conv_operator(g, node, a, lanes)
+        return a.done(conv_kind(g, node), node, op.output, op.default_schedule(target), op.flops)
     return _generic_conv(g, node, a, lanes)
 
 
@@ -625,7 +609,7 @@ def _generic_conv(g: Graph, node: Node, a: KernelArgs, lanes: int) -> KernelDef:
         return te.sum(te.select(inside, val, te.const(0, out_v.dtype)) * w[o, rc, kh, kw], axis=[rc, kh, kw])
 
     acc = te.compute(out_v.layout.storage_shape(out_v.shape), body, "acc")
-    stages = epilogue_stages(acc, out_v, node.op, bias, ops)
+    stages = epilogue_stages(acc, node.op, bias, ops, lambda ax: logical_index(out_v.layout, ax))
     out = stages[-1] if stages else acc
     s = create_schedule(out)
     for t in stages[:-1]:
@@ -637,49 +621,7 @@ def _generic_conv(g: Graph, node: Node, a: KernelArgs, lanes: int) -> KernelDef:
     return a.done("conv2d_generic", node, out, s, sh.flops)
 
 
-# ------------------------------------------------------------------------------------------- dense, matmul
-
-def _dense(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
-    a = KernelArgs(g)
-    op: Dense = node.op
-    out_v = g.values[node.outputs[0]]
-    m, n = out_v.shape
-    k = g.values[node.inputs[0]].shape[1]
-    w = g.constants.get(node.inputs[1])
-    if w is None:
-        raise NetworkCompileError(f"Dense '{node.name}': its weight must be a constant")
-    bn = next((p for p in (2 * lanes, lanes, 8, 4, 2) if n % p == 0), 1)
-    x = a.value(node.inputs[0], "data")
-    wp = a.const(w.reshape(n // bn, bn, k).transpose(0, 2, 1), "weight")
-    bias = a.value(node.inputs[2], "bias") if op.has_bias else None
-    ops = _operands(a, g, node)
-    r = te.reduce_axis(k, "k")
-    acc = te.compute((m, n), lambda i, j: te.sum(x[i, r] * wp[j // bn, r, j % bn], axis=r), "acc")
-    stages = epilogue_stages(acc, out_v, op, bias, ops)
-    out = stages[-1] if stages else acc
-    s = create_schedule(out)
-    for t in stages[:-1]:
-        s[t].compute_inline()
-    accum = s.cache_write(acc, "local") if not stages else acc
-    bm = largest_divisor(m, max(1, (vector_registers(target) - 2) // max(1, bn // lanes) - 1))
-    i, j = s[out].axis
-    io, ii = s[out].split(i, bm)
-    jo, ji = s[out].split(j, bn)
-    s[out].reorder(jo, io, ii, ji)
-    tile = s[out].fuse(jo, io)
-    if m * n * k >= 1 << 16:
-        s[out].parallel(tile)
-    if bn > 1:
-        s[out].vectorize(ji)
-    s[accum].compute_at(s[out], tile)
-    ci, cj = s[accum].axis
-    (kk,) = s[accum].reduce_axis
-    s[accum].reorder(kk, ci, cj)
-    s[accum].unroll(ci)
-    if bn > 1:
-        s[accum].vectorize(cj)
-    return a.done("dense", node, out, s, 2 * m * n * k)
-
+# ------------------------------------------------------------------------------------------- matmul
 
 def _matmul(g: Graph, node: Node, lanes: int) -> KernelDef:
     a = KernelArgs(g)
@@ -844,33 +786,20 @@ def same_memory_order(shape: tuple[int, ...], a: Layout, b: Layout) -> bool:
 def declare(g: Graph, node: Node, target: Target) -> KernelDef:
     """The kernel of ``node`` with its default schedule (``is_alias`` nodes have none)."""
     lanes = max(1, target.lanes(_dtype(g, node)))
-    op = node.op
-    if isinstance(op, Conv):
-        return _conv(g, node, target, lanes)
-    if isinstance(op, Dense):
-        return _dense(g, node, target, lanes)
-    if isinstance(op, (Unary, Binary, Relayout, Identity, Reshape)) or isinstance(op, Cast):
-        if isinstance(op, Reshape) or (isinstance(op, Cast) and op.to != g.values[node.inputs[0]].dtype):
-            return _reshape_copy(g, node, lanes)
-        return _elementwise(g, node, lanes)
-    if isinstance(op, Pool):
-        return _pool(g, node, target, lanes)
-    if isinstance(op, Transpose):
-        return _transpose(g, node, lanes)
-    if isinstance(op, Slice):
-        return _slice(g, node, lanes)
-    if isinstance(op, Pad):
-        return _pad(g, node, lanes)
-    if isinstance(op, Concat):
-        return _concat(g, node, lanes)
-    if isinstance(op, MatMul):
-        return _matmul(g, node, lanes)
-    if isinstance(op, LRN):
-        return _lrn(g, node, lanes)
-    if isinstance(op, Softmax):
-        return _softmax(g, node, lanes)
-    raise NetworkCompileError(f"node '{node.name}' ({op}) has no kernel: {op.kind} is only supported when it is "
-                              "folded into a constant at compile time")
+    kind = type(node.op)
+    if kind in _WITH_TARGET:
+        return _WITH_TARGET[kind](g, node, target, lanes)
+    if kind in _KERNELS:
+        return _KERNELS[kind](g, node, lanes)
+    raise NetworkCompileError(f"node '{node.name}' ({node.op}) has no kernel: {node.op.kind} is only supported when "
+                              "it is folded into a constant at compile time")
+
+
+def _cast(g: Graph, node: Node, lanes: int) -> KernelDef:
+    if node.op.to != g.values[node.inputs[0]].dtype:
+        raise NetworkCompileError(f"Cast '{node.name}' from {g.values[node.inputs[0]].dtype} to {node.op.to} of a "
+                                  "run-time tensor is not supported")
+    return _elementwise(g, node, lanes)
 
 
 def _reshape_copy(g: Graph, node: Node, lanes: int) -> KernelDef:
@@ -878,9 +807,6 @@ def _reshape_copy(g: Graph, node: Node, lanes: int) -> KernelDef:
     a = KernelArgs(g)
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
     x = a.value(node.inputs[0], "in")
-    if isinstance(node.op, Cast):
-        raise NetworkCompileError(f"Cast '{node.name}' from {xv.dtype} to {node.op.to} of a run-time tensor is "
-                                  "not supported")
 
     def body(idx):
         flat = idx[0]
@@ -893,6 +819,13 @@ def _reshape_copy(g: Graph, node: Node, lanes: int) -> KernelDef:
         return read(x, xv.layout, tuple(reversed(src)))
 
     return _map(a, node, lanes, body, "reshape")
+
+
+#: operator kind -> its kernel's declaration (those of the first table also take the target)
+_WITH_TARGET = {Conv: _conv, Dense: _conv, Pool: _pool}
+_KERNELS = {Unary: _elementwise, Binary: _elementwise, Relayout: _elementwise, Identity: _elementwise,
+            Cast: _cast, Reshape: _reshape_copy, Transpose: _transpose, Slice: _slice, Pad: _pad, Concat: _concat,
+            MatMul: _matmul, LRN: _lrn, Softmax: _softmax}
 
 
 def _dtype(g: Graph, node: Node):

@@ -26,10 +26,10 @@ from .. import __version__
 from ..env import settings
 from ..errors import ArgumentError, TensortuneError
 from ..runtime.compiler import cached_library, load_library
-from ..runtime.module import ALIGNMENT, KernelRuntimeError, TimingResult
-from ..runtime.timer import time_repeats, timer_functions
+from ..runtime.module import (ALIGNMENT, ArgSpec, KernelRuntimeError, TimingResult, check_array, check_timing,
+                              entry_point, time_native)
 from ..target import ISA, Target
-from .program import ENTRY, PROFILE_ENTRY, KernelInfo, TensorSpec
+from .program import ENTRY, PROFILE_ENTRY, KernelInfo
 
 FORMAT = 1
 MANIFEST, LIBRARY, SOURCE, CONSTANTS = "manifest.json", "network.so", "network.c", "constants.bin"
@@ -49,8 +49,8 @@ class Manifest:
 
     name: str
     target: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
+    inputs: tuple[ArgSpec, ...]
+    outputs: tuple[ArgSpec, ...]
     constants_bytes: int
     workspace_bytes: int
     kernels: tuple[KernelInfo, ...]
@@ -62,7 +62,7 @@ class Manifest:
     def to_json(self, library_sha256: str, constants_sha256: str) -> dict:
         return {
             "format": FORMAT, "tensortune": self.version, "name": self.name, "target": self.target, "entry": ENTRY,
-            "inputs": [s.to_json() for s in self.inputs], "outputs": [s.to_json() for s in self.outputs],
+            "inputs": [spec_json(s) for s in self.inputs], "outputs": [spec_json(s) for s in self.outputs],
             "constants_bytes": self.constants_bytes, "workspace_bytes": self.workspace_bytes, "calls": self.calls,
             "call_order": list(self.call_order), "buffers_bytes": self.buffers_bytes,
             "library_sha256": library_sha256, "constants_sha256": constants_sha256,
@@ -72,11 +72,11 @@ class Manifest:
 
     @staticmethod
     def from_json(obj: dict) -> "Manifest":
-        def spec(d):
-            return TensorSpec(str(d["name"]), tuple(int(x) for x in d["shape"]), str(d["dtype"]))
+        def spec(d, output):
+            return ArgSpec(str(d["name"]), tuple(int(x) for x in d["shape"]), str(d["dtype"]), output)
 
-        return Manifest(str(obj["name"]), str(obj["target"]), tuple(spec(d) for d in obj["inputs"]),
-                        tuple(spec(d) for d in obj["outputs"]), int(obj["constants_bytes"]),
+        return Manifest(str(obj["name"]), str(obj["target"]), tuple(spec(d, False) for d in obj["inputs"]),
+                        tuple(spec(d, True) for d in obj["outputs"]), int(obj["constants_bytes"]),
                         int(obj["workspace_bytes"]),
                         tuple(KernelInfo(k["function"], k["kind"], tuple(k["nodes"]), int(k["flops"]), k["template"])
                               for k in obj["kernels"]), int(obj["calls"]), tuple(obj["call_order"]),
@@ -117,20 +117,18 @@ class NetworkModule:
         self._constants = constants if constants.ctypes.data % ALIGNMENT == 0 else _realign(constants)
         self._workspace = aligned_bytes(manifest.workspace_bytes)
         try:
-            self._fn = load_library(self.library)[ENTRY]
+            self._fn = entry_point(self.library, ENTRY)
         except (OSError, AttributeError) as e:
             raise NetworkLoadError(f"cannot load the network library {self.library}: {e}") from e
-        self._fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
-        self._fn.restype = ctypes.c_int32
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ running
     @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
+    def inputs(self) -> tuple[ArgSpec, ...]:
         return self.manifest.inputs
 
     @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
+    def outputs(self) -> tuple[ArgSpec, ...]:
         return self.manifest.outputs
 
     def run(self, feeds: Mapping[str, np.ndarray], num_threads: int | None = None) -> dict[str, np.ndarray]:
@@ -147,13 +145,13 @@ class NetworkModule:
     def __call__(self, *inputs: np.ndarray, num_threads: int | None = None) -> np.ndarray | tuple[np.ndarray, ...]:
         if len(inputs) != len(self.inputs):
             raise ArgumentError(f"the network takes {len(self.inputs)} input(s) "
-                                f"({', '.join(_spec_str(s) for s in self.inputs)}), got {len(inputs)}")
+                                f"({', '.join(str(s) for s in self.inputs)}), got {len(inputs)}")
         outs = self._execute(list(inputs), num_threads)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _execute(self, inputs: list, num_threads: int | None) -> list[np.ndarray]:
         arrays = [self._check(s, a) for s, a in zip(self.inputs, inputs)]
-        outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
+        outs = [np.empty(s.shape, s.dtype.numpy) for s in self.outputs]
         pointers = self._pointers(arrays, outs)
         with self._lock:
             rc = self._fn(pointers, self._threads(num_threads))
@@ -165,35 +163,23 @@ class NetworkModule:
                        num_threads: int | None = None) -> Callable[..., TimingResult]:
         """A function of the inputs that times whole-network runs in native code (protocol of
         ``runtime.timer.time_repeats``: a warm-up run, then ``repeat`` timings of ``number`` runs)."""
-        if number < 1 or repeat < 1 or min_repeat_ms < 0:
-            raise ArgumentError(f"time_evaluator needs number >= 1, repeat >= 1 and min_repeat_ms >= 0; got "
-                                f"number={number}, repeat={repeat}, min_repeat_ms={min_repeat_ms}")
+        check_timing(number, repeat, min_repeat_ms)
         threads = self._threads(num_threads)
-        time_calls, last_error = timer_functions()
-        function = ctypes.cast(self._fn, ctypes.c_void_p)
 
         def evaluate(*inputs: np.ndarray) -> TimingResult:
             if len(inputs) != len(self.inputs):
                 raise ArgumentError(f"the network takes {len(self.inputs)} input(s), got {len(inputs)}")
             arrays = [self._check(s, a) for s, a in zip(self.inputs, inputs)]
-            outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
-            pointers = self._pointers(arrays, outs)
-
-            def run(count: int) -> float:
-                with self._lock:
-                    seconds = time_calls(function, pointers, threads, count)
-                if seconds < 0:
-                    raise KernelRuntimeError(f"network returned error code {last_error()} while timed")
-                return seconds
-
-            return TimingResult(tuple(time_repeats(run, number, repeat, min_repeat_ms)))
+            outs = [np.empty(s.shape, s.dtype.numpy) for s in self.outputs]
+            return time_native(self._fn, self._pointers(arrays, outs), threads, f"network '{self.manifest.name}'",
+                               number, repeat, min_repeat_ms, self._lock)
 
         return evaluate
 
     def profile(self, *inputs: np.ndarray, repeat: int = 10, num_threads: int | None = None) -> list[dict]:
         """Seconds per run of each call (mean of ``repeat`` runs after a warm-up), with its node and kernel."""
         arrays = [self._check(s, a) for s, a in zip(self.inputs, inputs)]
-        outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
+        outs = [np.empty(s.shape, s.dtype.numpy) for s in self.outputs]
         pointers = self._pointers(arrays, outs)
         fn = load_library(self.library)[PROFILE_ENTRY]
         fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
@@ -213,15 +199,8 @@ class NetworkModule:
         data = [a.ctypes.data for a in (*inputs, *outputs, self._constants, self._workspace)]
         return (ctypes.c_void_p * len(data))(*data)
 
-    def _check(self, spec: TensorSpec, a) -> np.ndarray:
-        if not isinstance(a, np.ndarray):
-            raise ArgumentError(f"input '{spec.name}' must be a numpy array, got {type(a).__name__}")
-        if a.dtype != np.dtype(spec.dtype):
-            raise ArgumentError(f"input '{spec.name}' must have dtype {spec.dtype}, got {a.dtype}; convert it with "
-                                f".astype(np.{spec.dtype})")
-        if a.shape != spec.shape:
-            raise ArgumentError(f"input '{spec.name}' must have shape {spec.shape} (the shape compiled for), got "
-                                f"{a.shape}")
+    def _check(self, spec: ArgSpec, a) -> np.ndarray:
+        check_array(spec, a, "input", " (the shape compiled for)")
         return np.ascontiguousarray(a)
 
     def _threads(self, num_threads: int | None) -> int:
@@ -231,8 +210,8 @@ class NetworkModule:
         return n
 
     def __repr__(self) -> str:
-        ins = ", ".join(_spec_str(s) for s in self.inputs)
-        outs = ", ".join(_spec_str(s) for s in self.outputs)
+        ins = ", ".join(str(s) for s in self.inputs)
+        outs = ", ".join(str(s) for s in self.outputs)
         return (f"NetworkModule({self.manifest.name}: ({ins}) -> ({outs}), {len(self.manifest.kernels)} kernels, "
                 f"{self.manifest.calls} calls, constants {self.manifest.constants_bytes / 2**20:.1f} MiB, "
                 f"workspace {self.manifest.workspace_bytes / 2**20:.1f} MiB)")
@@ -271,8 +250,8 @@ def _realign(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _spec_str(s: TensorSpec) -> str:
-    return f"{s.name}: {s.dtype}{list(s.shape)}"
+def spec_json(s: ArgSpec) -> dict:
+    return {"name": s.name, "shape": list(s.shape), "dtype": str(s.dtype)}
 
 
 def load(path: str | os.PathLike, num_threads: int | None = None) -> NetworkModule:

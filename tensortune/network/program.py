@@ -21,6 +21,7 @@ from ..arith import Analyzer
 from ..codegen import codegen_c_unit
 from ..graph.ir import Graph, Node, Value
 from ..ir import PrimFunc
+from ..runtime import ArgSpec
 from ..lower import lower
 from ..schedule import create_schedule
 from ..target import Target
@@ -56,16 +57,6 @@ class Call:
 
 
 @dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
-
-
-@dataclass(frozen=True)
 class KernelInfo:
     """What the manifest and ``tasks`` report about one kernel function."""
 
@@ -82,8 +73,8 @@ class Program:
     they use."""
 
     name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
+    inputs: tuple[ArgSpec, ...]
+    outputs: tuple[ArgSpec, ...]
     source: str = field(repr=False)
     calls: list[Call]
     constants: list[tuple[int, np.ndarray]] = field(repr=False)  # (offset, array) in the arena
@@ -221,9 +212,9 @@ def build_program(g: Graph, target: Target, choose: Callable[[Graph, Node, Targe
     return program
 
 
-def _spec(g: Graph, name: str) -> TensorSpec:
+def _spec(g: Graph, name: str) -> ArgSpec:
     v = g.values[name]
-    return TensorSpec(name, v.shape, v.dtype)
+    return ArgSpec(name, v.shape, v.dtype, is_output=name in g.outputs)
 
 
 def _lower_and_plan(g: Graph, target: Target, st: _Steps, specs, constants, const_at, const_bytes) -> Program:

@@ -1,10 +1,9 @@
 """Kernels from a tuning log: the best config of a node's task schedules its fused kernel.
 
-A convolution's config comes from the ``conv2d_nchwc_packed`` template, which schedules the network's fused
-convolution through its ``declare`` hook (the epilogue stages are inlined into the output stage). A dense
-layer's config comes from the ``matmul`` template, whose operator is the tuned kernel itself (bias and ReLU
-included). A node whose task has no successful record, or whose template would use other channel blocks than
-the network's layout, keeps its default schedule (the latter with a warning).
+A convolution's (or dense layer's) config comes from the ``conv2d_nchwc_packed`` template, which schedules the
+network's fused kernel through its ``declare`` hook (the epilogue stages are inlined into the output stage). A
+node whose task has no successful record, or whose template would use other channel blocks than the network's
+layout, keeps its default schedule (the latter with a warning).
 """
 from __future__ import annotations
 
@@ -16,10 +15,10 @@ from ..autotvm.space import ConfigEntity
 from ..autotvm.task import Task
 from ..errors import TensortuneError
 from ..graph.ir import Graph, Node
-from ..graph.ops import Conv
+from ..dtype import DType
 from ..graph.tasks import node_task
 from ..target import Target
-from .kernels import Arg, KernelArgs, KernelDef, NetworkCompileError, conv_blocks, conv_operator, declare, \
+from .kernels import KernelArgs, KernelDef, NetworkCompileError, conv_blocks, conv_kind, conv_operator, declare, \
     is_blocked_conv
 
 
@@ -58,7 +57,7 @@ class TunedKernels:
         if task is None or index is None:
             return declare(g, node, target)
         try:
-            kd = tuned_conv(g, node, task, index) if isinstance(node.op, Conv) else tuned_dense(g, node, task, index)
+            kd = tuned_conv(g, node, task, index)
         except _BlockMismatch as e:
             warnings.warn(f"node '{node.name}': {e}; using its default schedule", TunedLayoutWarning, stacklevel=2)
             return declare(g, node, target)
@@ -71,31 +70,20 @@ def _config(task: Task, index: int) -> ConfigEntity:
 
 
 def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
-    """The fused convolution of ``node`` scheduled by config ``index`` of its ``conv2d_nchwc_packed`` task."""
-    if not is_blocked_conv(g, node):
+    """The fused convolution (or dense layer) of ``node`` scheduled by config ``index`` of its task."""
+    lanes = max(1, task.target.lanes(DType.float32))
+    if not is_blocked_conv(g, node, lanes):
         raise _BlockMismatch("the convolution does not run in the blocked layout")
     a = KernelArgs(g)
-    blocks = conv_blocks(g, node)
+    blocks = conv_blocks(g, node, lanes)
 
     def declare_fused(N, C, H, W, O, K, stride, pad, icb, ocb, dtype):
         if (icb, ocb) != blocks:
             raise _BlockMismatch(f"the tuned config blocks channels by {icb}/{ocb}, the network's layout by "
                                  f"{blocks[0]}/{blocks[1]}")
-        return conv_operator(g, node, a)
+        return conv_operator(g, node, a, lanes)
 
     s, op = task.template.fn(_config(task, index), *task.args, declare=declare_fused)
-    kd = a.done("conv2d", node, op.output, s, op.flops, extra_key=(task.name, index))
+    kd = a.done(conv_kind(g, node), node, op.output, s, op.flops, extra_key=(task.name, index))
     kd.template = task.name
     return kd
-
-
-def tuned_dense(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
-    """A dense node computed by the ``matmul`` template's operator with config ``index`` (it packs the weight
-    itself, so the weight is bound as stored in the graph)."""
-    s, op = task.instantiate(index)
-    args = [Arg(value=node.inputs[0]), Arg(const=g.constants[node.inputs[1]])]
-    if node.op.has_bias:
-        args.append(Arg(const=g.constants[node.inputs[2]]))
-    key = ("dense", task.workload_key, index)
-    return KernelDef("dense", s, tuple(op.args), tuple(args) + (Arg(value=node.outputs[0]),), key, op.flops,
-                     task.name)
