@@ -30,9 +30,15 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS = ("resnet18", "mobilenet_v2")
-PEERS = ("tensortune", "tensortune_tuned", "onnxruntime", "torch", "torch_compile")
+PEERS = ("tensortune", "tensortune_tuned", "onnxruntime", "torch", "torch_compile", "tensortune_passive",
+         "onnxruntime_no_spin")
 LABELS = {"tensortune": "tensortune, default schedules", "tensortune_tuned": "tensortune, with the log",
-          "onnxruntime": "onnxruntime", "torch": "PyTorch eager", "torch_compile": "torch.compile"}
+          "onnxruntime": "onnxruntime", "torch": "PyTorch eager", "torch_compile": "torch.compile",
+          "tensortune_passive": "tensortune, default schedules, OMP_WAIT_POLICY=PASSIVE",
+          "onnxruntime_no_spin": "onnxruntime, intra-op spinning off"}
+#: extra environment of a peer's child process (idle threads that sleep instead of spinning: on a busy machine a
+#: spinning thread takes the core its partner needs)
+PEER_ENV = {"tensortune_passive": {"OMP_WAIT_POLICY": "PASSIVE"}}
 SECTION = "## Whole networks"
 
 
@@ -62,12 +68,14 @@ def _child(spec: dict) -> dict:
 
         module = tt.load(spec["network"], num_threads=threads)
         run = lambda: module(x)  # noqa: E731
-    elif peer == "onnxruntime":
+    elif peer.startswith("onnxruntime"):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        if peer == "onnxruntime_no_spin":
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(spec["model"], opts, providers=["CPUExecutionProvider"])
         name = sess.get_inputs()[0].name
         run = lambda: sess.run(None, {name: x})[0]  # noqa: E731
@@ -213,7 +221,7 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
                 spec = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
                         "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
                         "repeat": repeat, "min_ms": min_ms}
-                row[peer] = _spawn(spec)
+                row[peer] = _spawn(spec, dict(os.environ, **PEER_ENV.get(peer, {})))
                 print(f"{name} {threads} thread(s) {LABELS[peer]}: "
                       f"{_fmt(row[peer])}", flush=True)
             entry["threads"][str(threads)] = row

@@ -616,7 +616,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         print(json.dumps({"model": args.model, "name": graph.name, "target": str(target), "total_flops": total,
                           "tunable_flops": tunable, "tasks": rows}))
         return EXIT_OK
-    print(f"{graph.name}: {sum(1 for r in rows if r['template'])} tuning tasks for {sum(r['occurrences'] for r in rows)} "
+    tuned_tasks, nodes = sum(1 for r in rows if r["template"]), sum(r["occurrences"] for r in rows)
+    print(f"{graph.name}: {tuned_tasks} tuning tasks for {nodes} "
           f"convolution/dense nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
     print(f"  {'#':>3}  {'kind':<16} {'template':<20} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
     for r in rows:

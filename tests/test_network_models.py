@@ -147,3 +147,22 @@ def test_second_compile_skips_lowering(monkeypatch, tmp_path):
     assert second.source == first.source
     with pytest.raises(AssertionError, match="lowered again"):
         nw.compile(zoo.squeezenet(image=48))  # other shapes: other kernels, not in the cache
+
+
+def test_a_model_file_compiled_before_is_loaded_from_the_cache(monkeypatch, tmp_path):
+    import onnx
+
+    monkeypatch.setenv("TENSORTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    onnx.save(zoo.vgg(image=32), tmp_path / "vgg.onnx")
+    first = nw.compile(tmp_path / "vgg.onnx")
+    import tensortune.network.compile_model as compile_module
+
+    def no_build(*a, **k):
+        raise AssertionError("a cached network must not be built again")
+
+    monkeypatch.setattr(compile_module, "build_program", no_build)
+    second = nw.compile(tmp_path / "vgg.onnx")
+    x = rand((1, 3, 32, 32), 4)
+    np.testing.assert_array_equal(first(x), second(x))
+    with pytest.raises(AssertionError, match="built again"):
+        nw.compile(tmp_path / "vgg.onnx", shapes={"input": (1, 3, 32, 32)})  # other arguments: another key

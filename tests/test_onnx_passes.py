@@ -93,7 +93,8 @@ def test_fuse_epilogues_folds_bias_then_fuses_activation_and_residual():
     out = fuse_epilogues(g)
     assert len(out.nodes) == 1
     (conv,) = out.nodes
-    assert conv.op.epilogue == (EpilogueStep(Unary(UnaryFn.RELU)), EpilogueStep(Binary(BinaryFn.ADD), operand_left=True))
+    relu, residual = EpilogueStep(Unary(UnaryFn.RELU)), EpilogueStep(Binary(BinaryFn.ADD), operand_left=True)
+    assert conv.op.epilogue == (relu, residual)
     assert conv.inputs[0] == "x" and conv.inputs[-1] == "x" and len(conv.inputs) == 4
     assert "epilogue=(Relu, Add(operand, x))" in str(out)
     _same(g, out, {"x": rand((1, 8, 6, 6), 1)})

@@ -622,6 +622,7 @@ class Cast(Op):
 #: operators that are only ever evaluated at compile time (no kernel computes them)
 CONSTANT_ONLY = (Gather, Cast)
 
-__all__ = ["BatchNorm", "Binary", "BinaryFn", "Math", "binary_formula", "unary_formula", "CONSTANT_ONLY", "Cast", "Concat", "Conv", "Dense", "EpilogueStep",
-           "Gather", "Identity", "LRN", "MatMul", "Op", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Reshape",
-           "Slice", "Softmax", "TensorType", "Transpose", "Unary", "UnaryFn", "broadcast_shapes", "conv_out"]
+__all__ = ["BatchNorm", "Binary", "BinaryFn", "CONSTANT_ONLY", "Cast", "Concat", "Conv", "Dense", "EpilogueStep",
+           "Gather", "Identity", "LRN", "MatMul", "Math", "Op", "Pad", "PadMode", "Pool", "PoolKind", "Relayout",
+           "Reshape", "Slice", "Softmax", "TensorType", "Transpose", "Unary", "UnaryFn", "binary_formula",
+           "broadcast_shapes", "conv_out", "unary_formula"]

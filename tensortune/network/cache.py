@@ -1,10 +1,14 @@
-"""The program cache: a network's generated source, calls and memory plan, kept on disk by a key of everything
-that decides them, so that compiling a network again skips lowering and code generation (the C compiler's own
-cache then returns the library at once). Constants are not cached: they are packed again from the model.
+"""Build caches of whole networks, on disk under the settings' cache directory (``networks/``).
 
-The key covers the cache format, a fingerprint of tensortune's own code (so an edited schedule never returns an
-old program), the target, and each call: its node, its kernel's key (operator, shapes, layouts, tuned config) and
-where each of its arguments lives.
+* The network cache: a model file (or bytes) compiled before with the same shapes, target and tuning log is
+  loaded as it was exported, without importing ONNX or compiling anything. Its key covers the model's bytes.
+* The program cache: a network's generated source, calls and memory plan, kept by a key of everything that
+  decides them, so that a network of the same structure (other weights, or a graph given directly) skips
+  lowering and code generation (the C compiler's own cache then returns the library at once); its constants
+  are packed again.
+
+Both keys cover the cache format and a fingerprint of tensortune's own code, so an edited schedule never returns
+an old network.
 """
 from __future__ import annotations
 
@@ -63,6 +67,24 @@ def program_key(g: Graph, target: Target, steps) -> str:
 
 def _path(key: str) -> Path:
     return settings().cache_dir / "networks" / f"{key}.json"
+
+
+def network_key(model, target: Target, log, shapes) -> str | None:
+    """The network cache's key of a model given as a path or bytes (None for other forms: not cached)."""
+    if isinstance(model, (bytes, bytearray)):
+        data = bytes(model)
+    elif isinstance(model, (str, os.PathLike)) and os.path.isfile(model):
+        data = Path(model).read_bytes()
+    else:
+        return None
+    log_digest = hashlib.sha256(Path(log).read_bytes()).hexdigest() if log is not None and os.path.isfile(log) else log
+    parts = [FORMAT, __version__, code_fingerprint(), str(target), hashlib.sha256(data).hexdigest(), log_digest,
+             sorted((k, list(v)) for k, v in (shapes or {}).items())]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def network_dir(key: str) -> Path:
+    return settings().cache_dir / "networks" / key
 
 
 def load(key: str) -> CachedProgram | None:

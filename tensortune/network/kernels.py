@@ -1,12 +1,12 @@
 """Kernels of graph nodes: each node declared as tensor expressions over the storage of its values (plain or
 NCHW[x]c), with a default schedule, and the binding of each kernel argument to a graph value or to a
-constant packed for the kernel (weights in the kernel's layout, packed once at compile time).
+constant packed for the kernel (packed once at compile time).
 
-Convolutions on blocked tensors are ``Operator``s with the parts the convolution templates schedule
-(``Part.PADDED_INPUT``, ``Part.ACCUMULATOR``) and their fused epilogue as ``Operator.epilogue``, so a tuned
-config of ``conv2d_nchwc_packed`` applies to the fused kernel (``tuned.py``). Nodes that only rename or
-re-view memory (``Reshape`` and ``Identity`` on plain tensors, a ``Relayout`` that moves nothing) have no
-kernel: ``is_alias`` says which.
+This module holds what every kernel uses (``KernelArgs`` and ``KernelDef``, reading logical elements from
+plain or blocked storage, elementwise and reduction schedules) and the kernels of the nodes that are not
+convolutions (``conv.py``); ``declare.py`` picks a node's kernel. Nodes that only rename or re-view memory
+(``Reshape`` and ``Identity`` on plain tensors, a ``Relayout`` that moves nothing) have no kernel: ``is_alias``
+says which.
 """
 from __future__ import annotations
 
@@ -20,12 +20,8 @@ from .. import te
 from ..errors import TensortuneError
 from ..graph.interpret import pool_divisor
 from ..graph.ir import Graph, Layout, Node, Value
-from ..graph.passes.plan_layout import channel_block
-from ..graph.ops import (Binary, Cast, Concat, Conv, Dense, EpilogueStep, Identity, LRN, MatMul, Math, Pad, PadMode,
-                         Pool, PoolKind, Relayout, Reshape, Slice, Softmax, Transpose, Unary, binary_formula,
-                         unary_formula)
-from ..ops import Operator, Part
-from ..ops.schedule_helpers import largest_divisor, local_accumulator
+from ..graph.ops import (LRN, Binary, Cast, Identity, Math, Pad, PadMode, Pool, PoolKind, Relayout, Reshape, Slice,
+                         Unary, binary_formula, unary_formula)
 from ..schedule import Schedule, create_schedule
 from ..target import Target
 from ..te import Expr, Tensor
@@ -198,189 +194,6 @@ def _map(args: KernelArgs, node: Node, lanes: int, body: Callable[[tuple[Expr, .
     return args.done(kind, node, out, s)
 
 
-# ------------------------------------------------------------------------------------------- elementwise nodes
-
-def _elementwise(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = KernelArgs(g)
-    ins = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
-
-    def body(idx):
-        vals = [read_broadcast(t, v, v.layout if not g.is_constant(v.name) else Layout(), idx) for t, v in ins]
-        if isinstance(node.op, Unary):
-            return unary_expr(node.op, vals[0])
-        if isinstance(node.op, Binary):
-            return binary_expr(node.op, vals[0], vals[1])
-        return vals[0]  # Relayout, Identity, Cast to the same dtype: a copy
-
-    kind = node.op.fn.value if isinstance(node.op, (Unary, Binary)) else "copy"
-    return _map(a, node, lanes, body, kind)
-
-
-def _transpose(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = KernelArgs(g)
-    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
-    perm = node.op.perm
-
-    def body(idx):
-        src = [None] * len(idx)
-        for k, p in enumerate(perm):
-            src[p] = idx[k]
-        return read(x, v.layout, src)
-
-    return _map(a, node, lanes, body, "transpose")
-
-
-def _slice(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = KernelArgs(g)
-    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
-    op: Slice = node.op
-    return _map(a, node, lanes, lambda idx: read(x, v.layout, [
-        i * st + s0 if st != 1 else i + s0 for i, s0, st in zip(idx, op.starts, op.steps)]), "slice")
-
-
-def _clamp(e: Expr, hi: int) -> Expr:
-    return te.minimum(te.maximum(e, te.const(0, "int32")), te.const(hi, "int32"))
-
-
-def _pad(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = KernelArgs(g)
-    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
-    op: Pad = node.op
-    r = len(v.shape)
-
-    def body(idx):
-        src, inside = [], []
-        for d, i in enumerate(idx):
-            j, n = i - op.pads[d], v.shape[d]
-            if op.mode is PadMode.REFLECT:
-                j = (n - 1) - te.abs_((n - 1) - te.abs_(j)) if n > 1 else te.const(0, "int32")
-            elif op.mode is PadMode.EDGE or (op.pads[d] or op.pads[d + r]):
-                inside += [j >= 0, j < n] if op.mode is PadMode.CONSTANT else []
-                j = _clamp(j, n - 1)
-            src.append(j)
-        val = read(x, v.layout, src)
-        if inside:
-            val = te.select(te.logical_and(*inside), val, te.const(op.value, v.dtype))
-        return val
-
-    return _map(a, node, lanes, body, "pad")
-
-
-def _concat(g: Graph, node: Node, lanes: int) -> KernelDef:
-    a = KernelArgs(g)
-    parts = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
-    axis = node.op.axis
-
-    def body(idx):
-        offsets = np.cumsum([0] + [v.shape[axis] for _, v in parts])
-        val = None
-        for k in reversed(range(len(parts))):
-            t, v = parts[k]
-            src = list(idx)
-            src[axis] = _clamp(idx[axis] - int(offsets[k]), v.shape[axis] - 1)
-            lay = v.layout if not g.is_constant(v.name) else Layout()
-            this = read(t, lay, src)
-            val = this if val is None else te.select(idx[axis] < int(offsets[k + 1]), this, val)
-        return val
-
-    return _map(a, node, lanes, body, "concat")
-
-
-# ------------------------------------------------------------------------------------------- epilogues
-
-def epilogue_stages(acc: Tensor, op: Conv | Dense, bias: Tensor | None,
-                    operands: Sequence[tuple[Tensor, Value, bool]],
-                    logical: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]) -> list[Tensor]:
-    """The stages after the accumulator ``acc``: bias, then each epilogue step; ``logical(axes)`` is the index in the
-    node's output value of the element at ``acc``'s ``axes``.
-
-    ``operands`` are (tensor, value, is_constant) of the binary steps, in order. The last stage is named
-    ``out``."""
-    steps: list[Callable[[Expr, tuple[Expr, ...]], Expr]] = []
-    if bias is not None:
-        steps.append(lambda x, idx: x + bias[idx[1]])
-    rest = iter(operands)
-    for step in op.epilogue:
-        steps.append(_step_fn(step, next(rest) if step.has_operand else None))
-    stages: list[Tensor] = []
-    cur = acc
-    for k, fn in enumerate(steps):
-        name = "out" if k == len(steps) - 1 else f"epilogue{k}"
-        cur = te.compute(acc.shape, _apply_step(cur, fn, logical), name)
-        stages.append(cur)
-    return stages
-
-
-def _apply_step(prev: Tensor, fn: Callable[[Expr, tuple], Expr], logical: Callable) -> Callable[..., Expr]:
-    def body(*ax):
-        return fn(prev[ax], logical(ax))
-    return body
-
-
-def _step_fn(step: EpilogueStep, operand: tuple[Tensor, Value, bool] | None) -> Callable[[Expr, tuple], Expr]:
-    if operand is None:
-        return lambda x, idx: unary_expr(step.op, x)  # type: ignore[arg-type]
-    t, v, is_const = operand
-
-    def fn(x, idx):
-        other = read_broadcast(t, v, Layout() if is_const else v.layout, idx)
-        return binary_expr(step.op, other, x) if step.operand_left else binary_expr(step.op, x, other)  # type: ignore
-
-    return fn
-
-
-def _operands(a: KernelArgs, g: Graph, node: Node) -> list[tuple[Tensor, Value, bool]]:
-    base = node.op.num_base_inputs
-    return [(a.value(i, "operand"), g.values[i], g.is_constant(i)) for i in node.inputs[base:]]
-
-
-def _no_reference(*_args):
-    raise NotImplementedError("a network kernel is checked against the graph interpreter, not a reference")
-
-
-# ------------------------------------------------------------------------------------------- convolutions
-
-@dataclass(frozen=True)
-class ConvShape:
-    """The geometry of one convolution node, in the terms of its kernel."""
-
-    N: int
-    C: int
-    H: int
-    W: int
-    O: int
-    KH: int
-    KW: int
-    strides: tuple[int, int]
-    pads: tuple[int, int, int, int]
-    dilations: tuple[int, int]
-    groups: int
-    OH: int
-    OW: int
-
-    @staticmethod
-    def of(g: Graph, node: Node) -> "ConvShape":
-        """A convolution's geometry; a dense layer's as a 1x1 convolution of 1x1 images (``[M, K]`` data lies in
-        memory as ``M`` images of ``K`` channels, blocked or not)."""
-        x, w, out = (g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]])
-        if isinstance(node.op, Dense):
-            (m, k), n = x.shape, w.shape[0]
-            return ConvShape(m, k, 1, 1, n, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1, 1, 1)
-        n, c, h, wd = x.shape
-        o, _, kh, kw = w.shape
-        op: Conv = node.op
-        return ConvShape(n, c, h, wd, o, kh, kw, op.strides, op.pads, op.dilations, op.groups, out.shape[2],
-                         out.shape[3])
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.N * self.O * self.OH * self.OW * (self.C // self.groups) * self.KH * self.KW
-
-    @property
-    def depthwise(self) -> bool:
-        return self.groups == self.C == self.O and self.C > 1
-
-
 def pad_blocked(data: Tensor, pads: tuple[int, int, int, int], value: float = 0.0, name: str = "data_pad") -> Tensor:
     """Pad the rows and columns (axes 2, 3) of a plain or blocked NCHW tensor; ``data`` itself when no pads."""
     t, l, b, r = pads
@@ -400,230 +213,97 @@ def pad_blocked(data: Tensor, pads: tuple[int, int, int, int], value: float = 0.
     return te.compute(tuple(shape), body, name)
 
 
-def pack_conv_weight(w: np.ndarray, groups: int, icb: int, ocb: int) -> np.ndarray:
-    """OIHW weights -> ``[O/ocb, C/groups/icb, KH, KW, icb, ocb]``."""
-    o, cg, kh, kw = w.shape
-    return w.reshape(o // ocb, ocb, cg // icb, icb, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+# ------------------------------------------------------------------------------------------- elementwise nodes
 
-
-def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Callable[[Tensor], list[Tensor]],
-                 inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]]) -> Operator:
-    """Convolution of NCHW[icb]c data by packed weights into NCHW[ocb]c, with its epilogue stages.
-
-    The groups must hold whole channel blocks; the output block ``oc`` reads the input blocks of its group.
-    ``inputs()`` makes the placeholders (data, packed weight, the epilogue's), ``epilogue(acc)`` its stages.
-    """
-    sh = shape
-    data, wp, extra = inputs()
-    dp = pad_blocked(data, sh.pads)
-    cg_blocks = sh.C // sh.groups // icb
-    og_blocks = sh.O // sh.groups // ocb
-    ico, ici = te.reduce_axis(cg_blocks, "ico"), te.reduce_axis(icb, "ici")
-    kh, kw = te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
-    (sy, sx), (dy, dx) = sh.strides, sh.dilations
-    stages: list[Tensor] = []
-
-    def body(n, oc, y, x, ob):
-        block = ico if sh.groups == 1 else oc // og_blocks * cg_blocks + ico
-        return te.sum(dp[n, block, y * sy + kh * dy, x * sx + kw * dx, ici] * wp[oc, ico, kh, kw, ici, ob],
-                      axis=[ico, kh, kw, ici])
-
-    acc_shape = (sh.N, sh.O // ocb, sh.OH, sh.OW, ocb)
-    acc = te.compute(acc_shape, body, "acc")
-    stages = epilogue(acc)
-    out = stages[-1] if stages else acc
-    parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
-    return Operator("conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule, parts=parts,
-                    epilogue=tuple(stages[:-1]))
-
-
-def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[Tensor]],
-                   inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]]) -> Operator:
-    """Depthwise convolution of NCHW[cb]c data by ``[C/cb, KH, KW, cb]`` weights, with its epilogue stages."""
-    sh = shape
-    data, wp, extra = inputs()
-    dp = pad_blocked(data, sh.pads)
-    kh, kw = te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
-    (sy, sx), (dy, dx) = sh.strides, sh.dilations
-    acc = te.compute((sh.N, sh.C // cb, sh.OH, sh.OW, cb), lambda n, c, y, x, b: te.sum(
-        dp[n, c, y * sy + kh * dy, x * sx + kw * dx, b] * wp[c, kh, kw, b], axis=[kh, kw]), "acc")
-    stages = epilogue(acc)
-    out = stages[-1] if stages else acc
-    parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
-    return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule,
-                    parts=parts, epilogue=tuple(stages[:-1]))
-
-
-def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, registers: int) -> tuple[int, int, int]:
-    """(output-channel blocks, rows, columns) of a register tile: accumulators, one weight vector per channel
-    vector and one broadcast input must fit in ``registers``. Only divisors (a partial tile would need guards
-    in the innermost loop); the most accumulators, then the widest rows, then the fewest channel blocks."""
-    best, choice = (0, 0, 0), (1, 1, 1)
-    for oct_ in _divisors(oc_blocks):
-        vec = oct_ * vectors_per_block
-        for owt in _divisors(ow):
-            for oht in _divisors(oh) if owt == ow else (1,):
-                accs = vec * oht * owt
-                if accs + vec + 1 > registers:
-                    continue
-                score = (accs, owt, -oct_)
-                if score > best:
-                    best, choice = score, (oct_, oht, owt)
-    return choice
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def vector_registers(target: Target) -> int:
-    """Vector registers of the target's ISA (AVX-512: 32; AVX2, NEON: 16)."""
-    return 32 if target.vector_bytes >= 64 or target.isa.value == "neon" else 16
-
-
-def default_conv_schedule(op: Operator, target: Target) -> Schedule:
-    """Register tiles of (output-channel blocks x rows x columns), accumulated over the reduction (input-channel
-    block, kh, kw, channels of the block; a depthwise convolution's kh, kw) and written through the epilogue once;
-    parallel over batch, channel tiles and row tiles. The padded input, if any, is made first, in parallel."""
-    s = create_schedule(op.output)
-    out, acc = s[op.output], s[local_accumulator(s, op)]
-    if Part.PADDED_INPUT in op.parts:
-        t = op.parts[Part.PADDED_INPUT]
-        pad = s[t]
-        pad.parallel(pad.fuse(*pad.axis[:3]))
-        if t.shape[-1] % max(1, target.lanes(t.dtype)) == 0:
-            pad.vectorize(pad.axis[-1])
-    n, oc, y, x, ob = out.axis
-    red = acc.reduce_axis
-    depthwise = len(red) == 2  # each output channel reads its own input channel: no channel reuse to tile
-    vectors = -(-ob.extent // max(1, target.lanes(op.output.dtype)))
-    oct_, oht, owt = register_tile(1 if depthwise else oc.extent, y.extent, x.extent, vectors,
-                                   vector_registers(target))
-    oco, oci = out.split(oc, oct_)
-    yo, yi = out.split(y, oht)
-    xo, xi = out.split(x, owt)
-    out.reorder(n, oco, yo, xo, oci, yi, xi, ob)
-    out.parallel(out.fuse(n, oco, yo))
-    out.vectorize(ob)
-    acc.compute_at(out, xo)
-    _, coc, cy, cx, cb = acc.axis
-    acc.reorder(*red, coc, cy, cx, cb)
-    if depthwise:
-        acc.unroll(red[-1])
-    acc.unroll(coc)
-    acc.unroll(cy)
-    acc.unroll(cx)
-    acc.vectorize(cb)
-    return s
-
-
-def conv_blocks(g: Graph, node: Node, lanes: int) -> tuple[int, int]:
-    """The input and output channel blocks of a convolution (its values' layouts) or of a dense layer (its
-    features blocked like channels, ``lanes`` per vector)."""
-    if isinstance(node.op, Dense):
-        sh = ConvShape.of(g, node)
-        return channel_block(sh.C, lanes), channel_block(sh.O, lanes)
-    return g.values[node.inputs[0]].layout.block, g.values[node.outputs[0]].layout.block
-
-
-def is_blocked_conv(g: Graph, node: Node, lanes: int) -> bool:
-    """Whether the node runs as a structured blocked convolution (groups holding whole blocks) or depthwise."""
-    sh = ConvShape.of(g, node)
-    icb, ocb = conv_blocks(g, node, lanes)
-    if not icb or not ocb:
-        return False
-    if sh.depthwise:
-        return icb == ocb
-    return (sh.C // sh.groups) % icb == 0 and (sh.O // sh.groups) % ocb == 0
-
-
-def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int) -> Operator:
-    """The blocked convolution (or depthwise) operator of a Conv or Dense node, its arguments bound in ``a``."""
-    sh = ConvShape.of(g, node)
-    icb, ocb = conv_blocks(g, node, lanes)
-    out_v = g.values[node.outputs[0]]
-    w = g.constants.get(node.inputs[1])
-    if w is None:
-        raise NetworkCompileError(f"{node.op.kind} '{node.name}': its weight must be a constant")
-    w = w.reshape(sh.O, sh.C // sh.groups, sh.KH, sh.KW)
-    bias_t: list[Tensor] = []
-
-    def inputs():
-        view = (sh.N, sh.C // icb, 1, 1, icb) if isinstance(node.op, Dense) else None
-        data = a.value(node.inputs[0], "data", view)
-        packed = (w.reshape(sh.C // ocb, ocb, sh.KH, sh.KW).transpose(0, 2, 3, 1) if sh.depthwise
-                  else pack_conv_weight(w, sh.groups, icb, ocb))
-        wp = a.const(packed, "weight")
-        extra = []
-        if node.op.has_bias:
-            bias_t.append(a.value(node.inputs[2], "bias"))
-            extra.append(bias_t[0])
-        ops = _operands(a, g, node)
-        extra += [t for t, _, _ in ops]
-        inputs.operands = ops
-        return data, wp, extra
-
-    def logical(ax):
-        return (ax[0], ax[1] * ocb + ax[4]) if isinstance(node.op, Dense) else logical_index(out_v.layout, ax)
-
-    def epilogue(acc):
-        return epilogue_stages(acc, node.op, bias_t[0] if bias_t else None, inputs.operands, logical)
-
-    if sh.depthwise:
-        return depthwise_conv(sh, ocb, epilogue, inputs)
-    return blocked_conv(sh, icb, ocb, out_v.dtype, epilogue, inputs)
-
-
-def conv_kind(g: Graph, node: Node) -> str:
-    if isinstance(node.op, Dense):
-        return "dense"
-    return "depthwise_conv2d" if ConvShape.of(g, node).depthwise else "conv2d"
-
-
-def _conv(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
+def elementwise_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     a = KernelArgs(g)
-    if is_blocked_conv(g, node, lanes):
-        op = conv_operator(g, node, a, lanes)
-        return a.done(conv_kind(g, node), node, op.output, op.default_schedule(target), op.flops)
-    return _generic_conv(g, node, a, lanes)
+    ins = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
+
+    def body(idx):
+        vals = [read_broadcast(t, v, v.layout if not g.is_constant(v.name) else Layout(), idx) for t, v in ins]
+        if isinstance(node.op, Unary):
+            return unary_expr(node.op, vals[0])
+        if isinstance(node.op, Binary):
+            return binary_expr(node.op, vals[0], vals[1])
+        return vals[0]  # Relayout, Identity, Cast to the same dtype: a copy
+
+    kind = node.op.fn.value if isinstance(node.op, (Unary, Binary)) else "copy"
+    return _map(a, node, lanes, body, kind)
 
 
-def _generic_conv(g: Graph, node: Node, a: KernelArgs, lanes: int) -> KernelDef:
-    """Any convolution on any layouts (groups not holding whole blocks, channel multipliers): plain loops."""
-    sh = ConvShape.of(g, node)
-    xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
-    x = a.value(node.inputs[0], "data")
-    w = a.value(node.inputs[1], "weight")
-    bias = a.value(node.inputs[2], "bias") if node.op.has_bias else None
-    ops = _operands(a, g, node)
-    cg, og = sh.C // sh.groups, sh.O // sh.groups
-    rc, kh, kw = te.reduce_axis(cg, "rc"), te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
-    (sy, sx), (dy, dx), (pt, pl, _, _) = sh.strides, sh.dilations, sh.pads
+def transpose_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = KernelArgs(g)
+    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
+    perm = node.op.perm
 
-    def body(*axes):
-        n, o, y, xx = logical_index(out_v.layout, axes)
-        c = o // og * cg + rc
-        iy, ix = y * sy + kh * dy - pt, xx * sx + kw * dx - pl
-        inside = te.logical_and(iy >= 0, iy < sh.H, ix >= 0, ix < sh.W)
-        val = read(x, xv.layout, (n, c, _clamp(iy, sh.H - 1), _clamp(ix, sh.W - 1)))
-        return te.sum(te.select(inside, val, te.const(0, out_v.dtype)) * w[o, rc, kh, kw], axis=[rc, kh, kw])
+    def body(idx):
+        src = [None] * len(idx)
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
+        return read(x, v.layout, src)
 
-    acc = te.compute(out_v.layout.storage_shape(out_v.shape), body, "acc")
-    stages = epilogue_stages(acc, node.op, bias, ops, lambda ax: logical_index(out_v.layout, ax))
-    out = stages[-1] if stages else acc
-    s = create_schedule(out)
-    for t in stages[:-1]:
-        s[t].compute_inline()
-    fused = s[out].fuse(*s[out].axis)
-    s[out].parallel(fused)
-    if stages:
-        s[acc].compute_at(s[out], fused)
-    return a.done("conv2d_generic", node, out, s, sh.flops)
+    return _map(a, node, lanes, body, "transpose")
+
+
+def slice_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = KernelArgs(g)
+    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
+    op: Slice = node.op
+    return _map(a, node, lanes, lambda idx: read(x, v.layout, [
+        i * st + s0 if st != 1 else i + s0 for i, s0, st in zip(idx, op.starts, op.steps)]), "slice")
+
+
+def clamp(e: Expr, hi: int) -> Expr:
+    return te.minimum(te.maximum(e, te.const(0, "int32")), te.const(hi, "int32"))
+
+
+def pad_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = KernelArgs(g)
+    x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
+    op: Pad = node.op
+    r = len(v.shape)
+
+    def body(idx):
+        src, inside = [], []
+        for d, i in enumerate(idx):
+            j, n = i - op.pads[d], v.shape[d]
+            if op.mode is PadMode.REFLECT:
+                j = (n - 1) - te.abs_((n - 1) - te.abs_(j)) if n > 1 else te.const(0, "int32")
+            elif op.mode is PadMode.EDGE or (op.pads[d] or op.pads[d + r]):
+                inside += [j >= 0, j < n] if op.mode is PadMode.CONSTANT else []
+                j = clamp(j, n - 1)
+            src.append(j)
+        val = read(x, v.layout, src)
+        if inside:
+            val = te.select(te.logical_and(*inside), val, te.const(op.value, v.dtype))
+        return val
+
+    return _map(a, node, lanes, body, "pad")
+
+
+def concat_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+    a = KernelArgs(g)
+    parts = [(a.value(i, "in"), g.values[i]) for i in node.inputs]
+    axis = node.op.axis
+
+    def body(idx):
+        offsets = np.cumsum([0] + [v.shape[axis] for _, v in parts])
+        val = None
+        for k in reversed(range(len(parts))):
+            t, v = parts[k]
+            src = list(idx)
+            src[axis] = clamp(idx[axis] - int(offsets[k]), v.shape[axis] - 1)
+            lay = v.layout if not g.is_constant(v.name) else Layout()
+            this = read(t, lay, src)
+            val = this if val is None else te.select(idx[axis] < int(offsets[k + 1]), this, val)
+        return val
+
+    return _map(a, node, lanes, body, "concat")
 
 
 # ------------------------------------------------------------------------------------------- matmul
 
-def _matmul(g: Graph, node: Node, lanes: int) -> KernelDef:
+def matmul_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     a = KernelArgs(g)
     av, bv, out_v = g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]]
     if len(av.shape) < 2 or len(bv.shape) < 2:
@@ -651,7 +331,7 @@ def _bcast_index(shape: tuple[int, ...], batch: tuple[Expr, ...]) -> tuple[Expr,
 
 # ------------------------------------------------------------------------------------------- pooling, LRN, softmax
 
-def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
+def pool_kernel(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
     a = KernelArgs(g)
     op: Pool = node.op
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
@@ -664,8 +344,8 @@ def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
     # A max-pooling window always holds an element of the input (pads are smaller than the window), so reading the
     # nearest row or column of the input for a padded position gives the same maximum without a padded copy
     # (with dilation the nearest row may not be one the window samples: then the input is padded with -inf).
-    clamp = is_max and op.dilations == (1, 1)
-    dp = x if clamp else pad_blocked(x, (t, l, b + eh, r + ew), -math.inf if is_max else 0.0)
+    nearest = is_max and op.dilations == (1, 1)
+    dp = x if nearest else pad_blocked(x, (t, l, b + eh, r + ew), -math.inf if is_max else 0.0)
     kh, kw = te.reduce_axis(op.kernel[0], "kh"), te.reduce_axis(op.kernel[1], "kw")
     (sy, sx), (dy, dx) = op.strides, op.dilations
     shape = out_v.layout.storage_shape(out_v.shape)
@@ -675,8 +355,8 @@ def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
     def body(*ax):
         src = list(ax)
         src[2], src[3] = ax[2] * sy + kh * dy, ax[3] * sx + kw * dx
-        if clamp:
-            src[2], src[3] = _clamp(src[2] - t, h - 1), _clamp(src[3] - l, w - 1)
+        if nearest:
+            src[2], src[3] = clamp(src[2] - t, h - 1), clamp(src[3] - l, w - 1)
         return reducer(dp[tuple(src)], axis=[kh, kw])
 
     acc = te.compute(shape, body, "acc" if not is_max else "out")
@@ -713,7 +393,7 @@ def _pool(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
     return a.done("pool", node, out, s, math.prod(out_v.shape) * op.kernel[0] * op.kernel[1])
 
 
-def _lrn(g: Graph, node: Node, lanes: int) -> KernelDef:
+def lrn_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     a = KernelArgs(g)
     op: LRN = node.op
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
@@ -726,7 +406,7 @@ def _lrn(g: Graph, node: Node, lanes: int) -> KernelDef:
     def sq_body(*ax):
         idx = list(logical_index(out_v.layout, ax))
         ch = idx[1] + k - lo
-        idx[1] = _clamp(ch, c - 1)
+        idx[1] = clamp(ch, c - 1)
         v = read(x, xv.layout, idx)
         return te.sum(te.select(te.logical_and(ch >= 0, ch < c), v * v, te.const(0, dt)), axis=k)
 
@@ -741,7 +421,7 @@ def _lrn(g: Graph, node: Node, lanes: int) -> KernelDef:
     return a.done("lrn", node, out, s)
 
 
-def _softmax(g: Graph, node: Node, lanes: int) -> KernelDef:
+def softmax_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     a = KernelArgs(g)
     axis = node.op.axis
     xv = g.values[node.inputs[0]]
@@ -783,26 +463,14 @@ def same_memory_order(shape: tuple[int, ...], a: Layout, b: Layout) -> bool:
     return len(shape) == 4 and (shape[2] * shape[3] == 1 or shape[1] == 1 or a == b)
 
 
-def declare(g: Graph, node: Node, target: Target) -> KernelDef:
-    """The kernel of ``node`` with its default schedule (``is_alias`` nodes have none)."""
-    lanes = max(1, target.lanes(_dtype(g, node)))
-    kind = type(node.op)
-    if kind in _WITH_TARGET:
-        return _WITH_TARGET[kind](g, node, target, lanes)
-    if kind in _KERNELS:
-        return _KERNELS[kind](g, node, lanes)
-    raise NetworkCompileError(f"node '{node.name}' ({node.op}) has no kernel: {node.op.kind} is only supported when "
-                              "it is folded into a constant at compile time")
-
-
-def _cast(g: Graph, node: Node, lanes: int) -> KernelDef:
+def cast_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     if node.op.to != g.values[node.inputs[0]].dtype:
         raise NetworkCompileError(f"Cast '{node.name}' from {g.values[node.inputs[0]].dtype} to {node.op.to} of a "
                                   "run-time tensor is not supported")
-    return _elementwise(g, node, lanes)
+    return elementwise_kernel(g, node, lanes)
 
 
-def _reshape_copy(g: Graph, node: Node, lanes: int) -> KernelDef:
+def reshape_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     """A reshape (or cast) that must copy: row-major position of each output element in the input."""
     a = KernelArgs(g)
     xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
@@ -819,21 +487,3 @@ def _reshape_copy(g: Graph, node: Node, lanes: int) -> KernelDef:
         return read(x, xv.layout, tuple(reversed(src)))
 
     return _map(a, node, lanes, body, "reshape")
-
-
-#: operator kind -> its kernel's declaration (those of the first table also take the target)
-_WITH_TARGET = {Conv: _conv, Dense: _conv, Pool: _pool}
-_KERNELS = {Unary: _elementwise, Binary: _elementwise, Relayout: _elementwise, Identity: _elementwise,
-            Cast: _cast, Reshape: _reshape_copy, Transpose: _transpose, Slice: _slice, Pad: _pad, Concat: _concat,
-            MatMul: _matmul, LRN: _lrn, Softmax: _softmax}
-
-
-def _dtype(g: Graph, node: Node):
-    from ..dtype import DType
-
-    dt = g.values[node.outputs[0]].dtype
-    try:
-        return DType.of(dt)
-    except TensortuneError:
-        raise NetworkCompileError(f"node '{node.name}' makes a {dt} tensor at run time; compiled networks compute "
-                                  "float32 (and fold integer shape computations at compile time)") from None

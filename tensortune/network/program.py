@@ -21,11 +21,12 @@ from ..arith import Analyzer
 from ..codegen import codegen_c_unit
 from ..graph.ir import Graph, Node, Value
 from ..ir import PrimFunc
-from ..runtime import ArgSpec
 from ..lower import lower
+from ..runtime import ArgSpec
 from ..schedule import create_schedule
 from ..target import Target
-from .kernels import Arg, KernelDef, declare, is_alias, schedule_elementwise
+from .declare import declare
+from .kernels import Arg, KernelDef, is_alias, schedule_elementwise
 from .memory import Buffer, align, plan_memory
 
 ENTRY = "network_run"

@@ -14,12 +14,13 @@ from ..autotvm.record import RecordWarning, load_records, pick_best, task_record
 from ..autotvm.space import ConfigEntity
 from ..autotvm.task import Task
 from ..errors import TensortuneError
-from ..graph.ir import Graph, Node
 from ..dtype import DType
+from ..graph.ir import Graph, Node
 from ..graph.tasks import node_task
 from ..target import Target
-from .kernels import KernelArgs, KernelDef, NetworkCompileError, conv_blocks, conv_kind, conv_operator, declare, \
-    is_blocked_conv
+from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv
+from .declare import declare
+from .kernels import KernelArgs, KernelDef, NetworkCompileError
 
 
 class TunedLayoutWarning(RecordWarning):

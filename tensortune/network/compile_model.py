@@ -2,7 +2,8 @@
 
 Import, the graph passes for the target's vector length, one kernel per remaining node (tuned configs from a
 log where it has them, default schedules elsewhere), lowering once per distinct kernel, memory planning, one
-C translation unit with the entry point, one shared library (cached by content).
+C translation unit with the entry point, one shared library (cached by content). A model file compiled before
+(same bytes, shapes, target and log) is loaded from the network cache instead (``cache.py``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ..graph.onnx_import import import_onnx
 from ..graph.passes import optimize
 from ..runtime import compile_shared
 from ..target import Target
-from .module import Manifest, NetworkModule
+from . import cache
+from .module import MANIFEST, ExportError, Manifest, NetworkLoadError, NetworkModule, load
 from .program import Program, build_program
 
 
@@ -37,6 +39,12 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
     graph after each pass.
     """
     tgt = resolve_target(target)
+    key = cache.network_key(model, tgt, log, shapes) if trace is None else None
+    if key is not None and (cache.network_dir(key) / MANIFEST).is_file():
+        try:
+            return load(cache.network_dir(key), num_threads)
+        except NetworkLoadError:  # a damaged cache entry: compile again and replace it
+            pass
     graph = optimized_graph(model, tgt, shapes, trace)
     choose = None
     if log is not None:
@@ -44,7 +52,13 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
 
         choose = TunedKernels(log, tgt)
     program = build_program(graph, tgt, choose)
-    return load_program(program, tgt, num_threads)
+    module = load_program(program, tgt, num_threads)
+    if key is not None:
+        try:
+            module.export(cache.network_dir(key))
+        except ExportError:  # another process wrote it at the same time, or the cache is read-only: no cache
+            pass
+    return module
 
 
 def load_program(program: Program, target: Target, num_threads: int | None = None) -> NetworkModule:
