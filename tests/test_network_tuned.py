@@ -37,11 +37,18 @@ def test_resnet18_tasks_share_workloads():
     assert len(set(keys)) == len(keys)
 
 
-def test_depthwise_tasks_have_no_template_yet():
+def test_depthwise_tasks_and_their_tuned_configs(tmp_path):
+    m = zoo.mobilenet_v2(image=32)
     target = tt.Target.host()
-    tasks = extract_tasks(optimized_graph(zoo.mobilenet_v2(image=32), target), target)
+    tasks = extract_tasks(optimized_graph(m, target), target)
     depthwise = [t for t in tasks if t.kind == "depthwise_conv2d"]
-    assert depthwise and all(t.task is None for t in depthwise)
+    assert depthwise and all(t.task.name == "depthwise_conv2d_nchwc_packed" for t in depthwise)
+    _log(tmp_path / "log.jsonl", [t.task for t in depthwise[:3]])
+    module = tt.compile(m, log=tmp_path / "log.jsonl")
+    tuned = [k for k in module.manifest.kernels if k.template]
+    assert tuned and {k.kind for k in tuned} == {"depthwise_conv2d"}
+    x = rand((1, 3, 32, 32), 6)
+    assert_close(module(x), ort_run(m, {"input": x})[0])
 
 
 def _log(path, tasks, seed=0):

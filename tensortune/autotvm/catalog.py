@@ -17,7 +17,7 @@ _DEFAULTS = {"N": 1, "stride": 1, "pad": 0}
 OPERATOR_TEMPLATES = {
     "matmul": ("matmul",),
     "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_nchwc_packed"),
-    "depthwise_conv2d": ("depthwise_conv2d_nchwc",),
+    "depthwise_conv2d": ("depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc_packed"),
 }
 
 

@@ -4,8 +4,9 @@ A convolution with a square kernel, equal strides, equal pads on every side, no 
 ``conv2d_nchwc_packed`` task (arguments ``N, C, H, W, O, K, stride, pad``, as ``tensortune tune conv2d
 --template conv2d_nchwc_packed`` makes it). A dense layer ``[M, K] x [K, N]`` runs as the 1x1 convolution of
 ``M`` 1x1 images of ``K`` channels into ``N`` (the same memory), so it is the task ``(M, K, 1, 1, N, 1, 1, 0)``
-of that template. Nodes with equal workloads share one task, which counts them. The others (depthwise and
-grouped convolutions, unusual windows) are listed with no task: they run their default schedules.
+of that template. A depthwise convolution of the same regular kind is a ``depthwise_conv2d_nchwc_packed`` task
+(``N, C, H, W, K, stride, pad``). Nodes with equal workloads share one task, which counts them. The others
+(grouped convolutions, unusual windows) are listed with no task: they run their default schedules.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .ir import Graph, Node
 from .ops import Conv, Dense
 
 CONV_TEMPLATE = "conv2d_nchwc_packed"
+DEPTHWISE_TEMPLATE = "depthwise_conv2d_nchwc_packed"
 
 
 @dataclass(frozen=True)
@@ -41,15 +43,18 @@ class NetworkTask:
 
 
 def conv_task_args(g: Graph, node: Node) -> tuple | None:
-    """``(N, C, H, W, O, K, stride, pad)`` of a convolution the ``conv2d_nchwc_packed`` template computes."""
+    """``(N, C, H, W, O, K, stride, pad)`` of a regular convolution (square kernel, equal strides, equal pads, no
+    dilation, blocked layout), or ``(N, C, H, W, K, stride, pad)`` of such a depthwise convolution; else None."""
     op: Conv = node.op
     x, w = g.values[node.inputs[0]], g.values[node.inputs[1]]
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
-    square = kh == kw and op.strides[0] == op.strides[1] and len(set(op.pads)) == 1
-    if op.groups != 1 or op.dilations != (1, 1) or not square or not x.layout.blocked:
+    regular = kh == kw and op.strides[0] == op.strides[1] and len(set(op.pads)) == 1 and op.dilations == (1, 1)
+    if not regular or not x.layout.blocked:
         return None
-    return (n, c, h, wd, o, kh, op.strides[0], op.pads[0])
+    if op.is_depthwise(c, o):
+        return (n, c, h, wd, kh, op.strides[0], op.pads[0])
+    return (n, c, h, wd, o, kh, op.strides[0], op.pads[0]) if op.groups == 1 else None
 
 
 def dense_task_args(g: Graph, node: Node) -> tuple:
@@ -62,7 +67,9 @@ def node_task(g: Graph, node: Node, target: Target) -> Task | None:
     """The tuning task of one node, or None."""
     if isinstance(node.op, Conv):
         args = conv_task_args(g, node)
-        return None if args is None else Task(TEMPLATES[CONV_TEMPLATE], args, target)
+        if args is None:
+            return None
+        return Task(TEMPLATES[DEPTHWISE_TEMPLATE if len(args) == 7 else CONV_TEMPLATE], args, target)
     if isinstance(node.op, Dense):
         return Task(TEMPLATES[CONV_TEMPLATE], dense_task_args(g, node), target)
     return None
@@ -89,9 +96,12 @@ def _kind(g: Graph, node: Node) -> str:
 
 
 def _untuned_key(g: Graph, node: Node) -> str:
-    shapes = [list(g.values[i].shape) for i in node.inputs[:2]]
-    return f"{_kind(g, node)}{shapes}{node.op.strides if isinstance(node.op, Conv) else ''}" + (
-        f" pads={list(node.op.pads)} groups={node.op.groups}" if isinstance(node.op, Conv) else "")
+    """A readable workload of a node no template computes: ``[N,C,H,W]->O k3x3 s2x2 p1,1,1,1 d1x1 g32``."""
+    op: Conv = node.op
+    o, _, kh, kw = g.values[node.inputs[1]].shape
+    shape = ",".join(map(str, g.values[node.inputs[0]].shape))
+    return (f"[{shape}]->{o} k{kh}x{kw} s{op.strides[0]}x{op.strides[1]} p{','.join(map(str, op.pads))} "
+            f"d{op.dilations[0]}x{op.dilations[1]} g{op.groups}")
 
 
 def extract_tasks(g: Graph, target: Target) -> list[NetworkTask]:

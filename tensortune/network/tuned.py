@@ -1,9 +1,10 @@
 """Kernels from a tuning log: the best config of a node's task schedules its fused kernel.
 
-A convolution's (or dense layer's) config comes from the ``conv2d_nchwc_packed`` template, which schedules the
-network's fused kernel through its ``declare`` hook (the epilogue stages are inlined into the output stage). A
-node whose task has no successful record, or whose template would use other channel blocks than the network's
-layout, keeps its default schedule (the latter with a warning).
+A convolution's (or dense layer's) config comes from the ``conv2d_nchwc_packed`` template, a depthwise
+convolution's from ``depthwise_conv2d_nchwc_packed``; the template schedules the network's fused kernel through
+its ``declare`` hook (the epilogue stages are inlined into the output stage). A node whose task has no successful
+record, or whose template would use other channel blocks than the network's layout, keeps its default schedule
+(the latter with a warning).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..autotvm.task import Task
 from ..errors import TensortuneError
 from ..dtype import DType
 from ..graph.ir import Graph, Node
-from ..graph.tasks import node_task
+from ..graph.tasks import CONV_TEMPLATE, node_task
 from ..target import Target
 from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv
 from .declare import declare
@@ -46,10 +47,18 @@ class TunedKernels:
         self._best: dict[str, int | None] = {}
 
     def best_index(self, task: Task) -> int | None:
+        """The config index of the task's best successful record, or None."""
         key = task.workload_key
         if key not in self._best:
-            rec = pick_best(task_records(self.records, task), task.target, key).get(key)
-            self._best[key] = None if rec is None else rec.config_index
+            self._best[key] = None
+            mine = [r for r in self.records if r.matches(task)]
+            if mine:  # only then is the task's space built (to drop records the template no longer means)
+                try:
+                    rec = pick_best(task_records(mine, task), task.target, key).get(key)
+                except TensortuneError as e:  # the template cannot make this task's space any more
+                    warnings.warn(f"records of {key} left out: {e}", RecordWarning, stacklevel=2)
+                    rec = None
+                self._best[key] = None if rec is None else rec.config_index
         return self._best[key]
 
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
@@ -78,9 +87,12 @@ def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
     a = KernelArgs(g)
     blocks = conv_blocks(g, node, lanes)
 
-    def declare_fused(N, C, H, W, O, K, stride, pad, icb, ocb, dtype):
-        if (icb, ocb) != blocks:
-            raise _BlockMismatch(f"the tuned config blocks channels by {icb}/{ocb}, the network's layout by "
+    def declare_fused(*args):
+        # called like ops.conv2d_nchwc_packed (..., icb, ocb, dtype) or ops.depthwise_conv2d_nchwc_packed (..., cb,
+        # dtype): the template's blocks must be the layout's
+        given = tuple(args[-3:-1]) if task.name == CONV_TEMPLATE else (args[-2], args[-2])
+        if given != blocks:
+            raise _BlockMismatch(f"the tuned config blocks channels by {given[0]}/{given[1]}, the network's layout by "
                                  f"{blocks[0]}/{blocks[1]}")
         return conv_operator(g, node, a, lanes)
 
