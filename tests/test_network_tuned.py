@@ -97,3 +97,19 @@ def test_tuned_config_with_other_channel_blocks_is_left_out(tmp_path):
     with pytest.warns(TunedLayoutWarning, match="blocks channels by"):
         program = build_program(graph, target, choose)
     assert not choose.applied and not any(k.template for k in program.kernels)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_packed_template_configs_equal_the_reference(stride):
+    from tensortune.autotvm.catalog import create_task
+
+    task = create_task("depthwise_conv2d", {"C": 16, "H": 9, "W": 9, "K": 3, "stride": stride, "pad": 1},
+                       template="depthwise_conv2d_nchwc_packed")
+    x, w = task.make_inputs()
+    expected = task.reference([x, w])
+    for index in np.random.default_rng(stride).choice(len(task.space), size=min(4, len(task.space)), replace=False):
+        s, op = task.instantiate(int(index))
+        module = tt.build(s, list(op.args))
+        y = op.empty_output()
+        module(*task.kernel_inputs(int(index), [x, w]), y)
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)

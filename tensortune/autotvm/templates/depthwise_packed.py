@@ -51,9 +51,7 @@ def depthwise_conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, 
     _, _, cy, cx, cv = acc.axis
     kh, kw = acc.reduce_axis
     acc.reorder(kh, kw, cy, cx, cv)
-    if cfg["unroll_kw"]:
-        acc.unroll(kw)
-    acc.unroll(cy)
-    acc.unroll(cx)
+    for axis in ((kw,) if cfg["unroll_kw"] else ()) + (cy, cx):  # the register tile, and kw when the knob says so
+        acc.unroll(axis)
     acc.vectorize(cv)
     return s, op
