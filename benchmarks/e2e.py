@@ -3,8 +3,8 @@
 onnxruntime, PyTorch eager and ``torch.compile`` (when installed), in one run with one protocol.
 
 Every peer runs in a child process of its own (thread pools apart), checks its output against onnxruntime's,
-then is timed like ``tensortune bench``: one warm-up run, then ``--repeat`` timings of at least ``--min-ms`` each
-(runs per timing calibrated first); the median is reported. Also measured: tensortune's compile time with an
+warms up and calibrates its runs per timing (at least ``--min-ms`` each); then the peers are timed in turns,
+``--repeat`` rounds of one timing each, and each one's median is reported. Also measured: tensortune's compile time with an
 empty build cache and with a warm one, and the peak memory (RSS) of a process that loads a compiled ResNet-18 and
 runs it, against one that runs it with onnxruntime.
 
@@ -55,8 +55,10 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _child(spec: dict) -> dict:
-    """Time one peer on one network (in a child process); returns its result as a dict."""
+def _child(spec: dict) -> dict | None:
+    """Serve timings of one peer on one network (in a child process): after loading, checking and calibrating it,
+    print one JSON line, then for each line read on stdin, time one repeat and print its seconds per run. Returns
+    a result to print instead (an error, or the peer's absence) when the peer cannot be timed."""
     from tensortune.runtime.timer import time_repeats
 
     threads = spec["threads"]
@@ -119,9 +121,13 @@ def _child(spec: dict) -> dict:
             run()
         return time.perf_counter() - t0
 
-    runs = time_repeats(timed, 1, spec["repeat"], spec["min_ms"])
-    return {"median_s": float(np.median(runs)), "runs_s": runs,
-            "peak_rss_mib": peak_rss_mib()}
+    # the protocol of time_repeats: a warm-up, then runs per timing raised until one lasts at least min_ms
+    per_run = time_repeats(timed, 1, 1, spec["min_ms"])[0]
+    count = max(1, int(np.ceil(spec["min_ms"] / 1e3 / per_run)))
+    print(json.dumps({"ready": True, "runs_per_timing": count}), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(timed(count) / count), flush=True)
+    return None
 
 
 def _spawn(spec: dict, env: dict | None = None) -> dict:
@@ -134,6 +140,55 @@ def _spawn(spec: dict, env: dict | None = None) -> dict:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"child failed (exit {proc.returncode}): {tail}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+class _Peer:
+    """A peer's timing child: ``next()`` is the seconds per run of one more timing."""
+
+    def __init__(self, spec: dict, env: dict):
+        env = dict(env, OMP_NUM_THREADS=str(spec["threads"]),
+                   PYTHONPATH=f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}")
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env)
+        line = self.proc.stdout.readline()
+        self.status = json.loads(line) if line else {"error": self._failure()}
+        self.ok = bool(self.status.get("ready"))
+
+    def _failure(self) -> str:
+        self.proc.wait()
+        tail = (self.proc.stderr.read().strip().splitlines() or ["no output"])[-1]
+        return f"child failed (exit {self.proc.returncode}): {tail}"
+
+    def next(self) -> float:
+        self.proc.stdin.write("time\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(self._failure())
+        return float(json.loads(line))
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _time_interleaved(specs: dict[str, dict], repeat: int) -> dict[str, dict]:
+    """Each peer's median of ``repeat`` timings, taken in turns (one timing of each peer per round), so that the
+    load of a shared machine changes under all peers alike."""
+    peers = {name: _Peer(spec, dict(os.environ, **PEER_ENV.get(name, {}))) for name, spec in specs.items()}
+    runs: dict[str, list[float]] = {name: [] for name, p in peers.items() if p.ok}
+    try:
+        for _ in range(repeat):
+            for name in runs:
+                time.sleep(0.05)  # the previous peer's threads stop spinning
+                runs[name].append(peers[name].next())
+    finally:
+        for p in peers.values():
+            p.close()
+    return {name: ({"median_s": float(np.median(runs[name])), "runs_s": runs[name]} if name in runs else p.status)
+            for name, p in peers.items()}
 
 
 def _compile_child(spec: dict) -> dict:
@@ -212,19 +267,19 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
             tuned = _compile(model, work / f"{name}-tuned.tt", cold_cache, log)
             entry["tuned_calls"] = tuned.get("tuned_calls")
         for threads in thread_counts:
-            row = {}
+            specs, row = {}, {}
             for peer in PEERS:
                 if peer == "tensortune_tuned" and not log:
                     row[peer] = {"unavailable": "no --log given"}
                     continue
                 network = work / (f"{name}-tuned.tt" if peer == "tensortune_tuned" else f"{name}.tt")
-                spec = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
-                        "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
-                        "repeat": repeat, "min_ms": min_ms}
-                row[peer] = _spawn(spec, dict(os.environ, **PEER_ENV.get(peer, {})))
-                print(f"{name} {threads} thread(s) {LABELS[peer]}: "
-                      f"{_fmt(row[peer])}", flush=True)
-            entry["threads"][str(threads)] = row
+                specs[peer] = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
+                               "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
+                               "min_ms": min_ms}
+            row.update(_time_interleaved(specs, repeat))
+            for peer in PEERS:
+                print(f"{name} {threads} thread(s) {LABELS[peer]}: {_fmt(row[peer])}", flush=True)
+            entry["threads"][str(threads)] = {peer: row[peer] for peer in PEERS}
         if name == "resnet18":
             rss = {p: _spawn({"rss": True, "peer": p, "threads": max(thread_counts), "model": str(model),
                               "network": str(work / f"{name}.tt"), "input": str(work / "input.npy")})
@@ -244,8 +299,9 @@ def table(report: dict) -> str:
     lines = [SECTION, "",
              f"`python benchmarks/e2e.py` on {report['machine']}: batch 1, 224x224, float32, random weights; "
              f"median of {report['repeat']} timings of >= {report['min_repeat_ms']:g} ms after a warm-up, each peer in "
-             "a child process of its own, every output checked against onnxruntime's first. Ratios are against "
-             "onnxruntime in the same run.", ""]
+             "a child process of its own, the peers timed in turns (one timing of each per round, so that the "
+             "machine's load falls on all alike), every output checked against onnxruntime's first. Ratios are "
+             "against onnxruntime in the same run.", ""]
     for name, entry in report["models"].items():
         lines.append(f"**{name}** ({entry['calls']} kernel calls per run; compile {entry['compile_cold_s']:.1f} s "
                      f"with an empty build cache, {entry['compile_warm_s']:.2f} s with a warm one)")
@@ -296,7 +352,9 @@ def main() -> int:
     if args.child:
         spec = json.loads(args.child)
         fn = _compile_child if spec.get("compile") else _rss_child if spec.get("rss") else _child
-        print(json.dumps(fn(spec)))
+        result = fn(spec)
+        if result is not None:
+            print(json.dumps(result))
         return 0
     with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
         report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
