@@ -355,6 +355,20 @@ class _VectorExpr(Visitor):
         b = gen.buf(e.buffer)
         return f"(({t}){{{', '.join(f'{b}[{x}]' for x in lanes)}}})", True
 
+    def visit_Select(self, e: Select) -> tuple[str, bool]:
+        """A condition the same for all lanes (padding tests of rows and columns) picks a whole vector: C's ``?:``
+        evaluates only the branch it picks."""
+        if self.v in free_vars(e.cond) or e.dtype not in _SHORT:
+            raise _NotVectorizable
+        gen, n, dry = self.gen, self.n, self.dry
+        a, av = self.visit(e.true_value)
+        b, bv = self.visit(e.false_value)
+        if dry:
+            return "", True
+        a = a if av else gen.bcast(a, e.dtype, n, dry)
+        b = b if bv else gen.bcast(b, e.dtype, n, dry)
+        return f"({gen.expr(e.cond)} ? {a} : {b})", True
+
     def visit_Binary(self, e: Binary) -> tuple[str, bool]:
         if e.op not in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.MIN, BinOp.MAX) or e.dtype not in _SHORT \
                 or (not e.dtype.is_float and e.op is BinOp.DIV):

@@ -163,14 +163,22 @@ def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[
     """Depthwise convolution of NCHW[cb]c data by ``[C/cb, KH, KW, cb]`` weights, with its epilogue stages."""
     sh = shape
     data, wp, extra = inputs()
-    dp = pad_blocked(data, sh.pads)
     kh, kw = te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
-    (sy, sx), (dy, dx) = sh.strides, sh.dilations
-    acc = te.compute((sh.N, sh.C // cb, sh.OH, sh.OW, cb), lambda n, c, y, x, b: te.sum(
-        dp[n, c, y * sy + kh * dy, x * sx + kw * dx, b] * wp[c, kh, kw, b], axis=[kh, kw]), "acc")
+    (sy, sx), (dy, dx), (pt, pl, _, _) = sh.strides, sh.dilations, sh.pads
+
+    def body(n, c, y, x, b):
+        # padding read in place (a row and column test per tap, the same for a vector of channels) rather than
+        # from a padded copy of the input: the convolution is bound by memory, and the copy would double its traffic
+        iy, ix = y * sy + kh * dy - pt, x * sx + kw * dx - pl
+        inside = te.logical_and(iy >= 0, iy < sh.H, ix >= 0, ix < sh.W)
+        tap = te.select(inside, data[n, c, clamp(iy, sh.H - 1), clamp(ix, sh.W - 1), b], te.const(0, data.dtype))
+        return te.sum(tap * wp[c, kh, kw, b], axis=[kh, kw])
+
+    acc = te.compute((sh.N, sh.C // cb, sh.OH, sh.OW, cb), body if any(sh.pads) else lambda n, c, y, x, b: te.sum(
+        data[n, c, y * sy + kh * dy, x * sx + kw * dx, b] * wp[c, kh, kw, b], axis=[kh, kw]), "acc")
     stages = epilogue(acc)
     out = stages[-1] if stages else acc
-    parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
+    parts = {Part.ACCUMULATOR: acc}
     return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule,
                     parts=parts, epilogue=tuple(stages[:-1]))
 
