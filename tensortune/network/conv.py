@@ -22,8 +22,8 @@ from ..ops.schedule_helpers import local_accumulator
 from ..schedule import Schedule, create_schedule
 from ..target import Target
 from ..te import Expr, Tensor
-from .kernels import (KernelArgs, KernelDef, NetworkCompileError, clamp, binary_expr, logical_index, pad_blocked, read,
-                      read_broadcast, unary_expr)
+from .kernels import (KernelArgs, KernelDef, NetworkCompileError, binary_expr, clamp, logical_index, pad_blocked,
+                      read, read_broadcast, unary_expr)
 
 
 # ------------------------------------------------------------------------------------------- epilogues

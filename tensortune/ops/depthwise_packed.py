@@ -17,11 +17,10 @@ def depthwise_conv2d_nchwc_packed(N: int, C: int, H: int, W: int, K: int, stride
     OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C // cb, H, W, cb), dtype, "data_packed")
     wp = te.placeholder((C // cb, K, K, cb), dtype, "weight_packed")
-    dp = data if not pad else te.compute((N, C // cb, H + 2 * pad, W + 2 * pad, cb),
-                                         lambda n, c, y, x, b: padded_read(data, pad, n, c, y, x, b), "data_pad")
     kh, kw = te.reduce_axis(K, "kh"), te.reduce_axis(K, "kw")
+    # the padding is read in place (no padded copy of the input: a depthwise convolution is bound by memory)
     out = te.compute((N, C // cb, OH, OW, cb), lambda n, c, y, x, b: te.sum(
-        dp[n, c, y * stride + kh, x * stride + kw, b] * wp[c, kh, kw, b], axis=[kh, kw]), name)
+        padded_read(data, pad, n, c, y * stride + kh, x * stride + kw, b) * wp[c, kh, kw, b], axis=[kh, kw]), name)
     nchw_ref = depthwise_conv2d_nchw(N, C, H, W, K, stride=stride, pad=pad, dtype=dtype).reference
 
     def reference(x, w):
@@ -31,7 +30,7 @@ def depthwise_conv2d_nchwc_packed(N: int, C: int, H: int, W: int, K: int, stride
         return [_block_nchw(x, cb), w.reshape(C // cb, cb, K, K).transpose(0, 2, 3, 1)]
 
     return Operator(name, (data, wp), out, 2 * N * C * OH * OW * K * K, reference, _naive, prepare,
-                    ((N, C, H, W), (C, 1, K, K)), parts=conv_parts(data, dp, out))
+                    ((N, C, H, W), (C, 1, K, K)), parts=conv_parts(data, data, out))
 
 
 __all__ = ["depthwise_conv2d_nchwc_packed"]
