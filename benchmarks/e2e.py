@@ -3,10 +3,10 @@
 onnxruntime, PyTorch eager and ``torch.compile`` (when installed), in one run with one protocol.
 
 Every peer runs in a child process of its own (thread pools apart), checks its output against onnxruntime's,
-warms up and calibrates its runs per timing (at least ``--min-ms`` each); then the peers are timed in
-turns, ``--repeat`` rounds of one timing each, and each one's median is reported. Also measured: tensortune's compile
-time with an empty build cache and with a warm one, and the peak memory (RSS) of a process that loads a compiled ResNet-18 and
-runs it, against one that runs it with onnxruntime.
+warms up and calibrates its runs per timing (at least ``--min-ms`` each); then the peers are timed in turns,
+``--repeat`` rounds of one timing each, and each one's median is reported. Also measured: tensortune's compile
+time with an empty build cache and with a warm one, and the peak memory (RSS) of a process that loads a
+compiled ResNet-18 and runs it, against one that runs it with onnxruntime.
 
     python benchmarks/e2e.py                        # writes BENCHMARKS.md's "Whole networks" section
     python benchmarks/e2e.py --log tuned.jsonl      # "tensortune, tuned" with that log
