@@ -355,37 +355,38 @@ class _VectorExpr(Visitor):
         b = gen.buf(e.buffer)
         return f"(({t}){{{', '.join(f'{b}[{x}]' for x in lanes)}}})", True
 
+    def _vectors(self, x: Expr, y: Expr, dt: DType) -> tuple[str, str] | None:
+        """The code of ``x`` and ``y`` as vectors (scalars broadcast); None in a dry run."""
+        a, av = self.visit(x)
+        b, bv = self.visit(y)
+        if self.dry:
+            return None
+        return (a if av else self.gen.bcast(a, dt, self.n, False)), (b if bv else self.gen.bcast(b, dt, self.n, False))
+
     def visit_Select(self, e: Select) -> tuple[str, bool]:
         """A condition the same for all lanes (padding tests of rows and columns) picks a whole vector: C's ``?:``
         evaluates only the branch it picks."""
         if self.v in free_vars(e.cond) or e.dtype not in _SHORT:
             raise _NotVectorizable
-        gen, n, dry = self.gen, self.n, self.dry
-        a, av = self.visit(e.true_value)
-        b, bv = self.visit(e.false_value)
-        if dry:
-            return "", True
-        a = a if av else gen.bcast(a, e.dtype, n, dry)
-        b = b if bv else gen.bcast(b, e.dtype, n, dry)
-        return f"({gen.expr(e.cond)} ? {a} : {b})", True
+        pair = self._vectors(e.true_value, e.false_value, e.dtype)
+        return ("", True) if pair is None else (f"({self.gen.expr(e.cond)} ? {pair[0]} : {pair[1]})", True)
 
     def visit_Binary(self, e: Binary) -> tuple[str, bool]:
         if e.op not in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.MIN, BinOp.MAX) or e.dtype not in _SHORT \
                 or (not e.dtype.is_float and e.op is BinOp.DIV):
             raise _NotVectorizable
-        gen, n, dry = self.gen, self.n, self.dry
-        a, av = self.visit(e.a)
-        b, bv = self.visit(e.b)
-        if dry:
-            return "", True
+        gen = self.gen
         if e.op in (BinOp.MIN, BinOp.MAX):
-            a = a if av else gen.bcast(a, e.dtype, n, dry)
-            b = b if bv else gen.bcast(b, e.dtype, n, dry)
-            h = _vminmax_helper(e.op, e.dtype, n)
+            pair = self._vectors(e.a, e.b, e.dtype)
+            if pair is None:
+                return "", True
+            h = _vminmax_helper(e.op, e.dtype, self.n)
             gen.helpers.add(h[1])
-            gen.vec_types.add((_MASK[e.dtype], n))
-            return f"{h[0]}({a}, {b})", True
-        return f"({a} {e.op.value} {b})", True
+            gen.vec_types.add((_MASK[e.dtype], self.n))
+            return f"{h[0]}({pair[0]}, {pair[1]})", True
+        a, _ = self.visit(e.a)
+        b, _ = self.visit(e.b)
+        return ("", True) if self.dry else (f"({a} {e.op.value} {b})", True)
 
     def generic_visit(self, e: Expr) -> tuple[str, bool]:
         raise _NotVectorizable
