@@ -8,4 +8,15 @@ from .lower import lower  # noqa: E402
 from .target import Target  # noqa: E402
 from .schedule import create_schedule  # noqa: E402
 
-__all__ = ["__version__", "build", "create_schedule", "lower", "te", "Target"]
+
+def __getattr__(name: str):
+    """``tensortune.compile(model)`` and ``tensortune.load(path)`` (whole networks), imported on first use so that
+    ``import tensortune`` stays as light as it was (build workers import it)."""
+    if name in ("compile", "load"):
+        from . import network
+
+        return getattr(network, name)
+    raise AttributeError(f"module 'tensortune' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "build", "compile", "create_schedule", "load", "lower", "te", "Target"]

@@ -6,6 +6,9 @@
     tensortune show c6.json            # loop IR and C source of the best config
     tensortune bench c6.json           # tuned kernel vs the default schedule and numpy / PyTorch / onnxruntime
     tensortune worker tcp://HOST:8786  # serve this machine as a measuring device of a Dask cluster
+    tensortune compile model.onnx -o model.tt [--log tuned.jsonl] [--shape input=1,3,224,224]
+    tensortune run model.tt --input x.npy [--output y.npy]
+    tensortune tasks model.onnx        # the network's tuning tasks, with FLOPs and share of the network's FLOPs
 
 A user mistake (unknown operator, malformed shape, missing log...) prints one line on stderr and exits
 with status 2; ``--json`` prints one JSON object on stdout instead of the text summary.
@@ -156,6 +159,37 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads that build while this machine measures (default 0: builds and measurements take "
                         "turns, so builds never disturb timings)")
     w.add_argument("--name", help="the worker's name in the cluster (default: its address)")
+    shape_help = "static shape of an input, e.g. input=1,3,224,224 (needed for dynamic dimensions)"
+    c = sub.add_parser("compile", help="compile a whole ONNX network into one module",
+                       description="Import an ONNX model, optimize its graph (constant folding, BatchNorm folding, "
+                                   "fused epilogues, NCHW[x]c layout) and compile every kernel and the network's "
+                                   "entry point into one shared library, written with the packed constants as a "
+                                   "folder that 'tensortune run' and tensortune.load() read.")
+    c.add_argument("model", metavar="MODEL.onnx")
+    c.add_argument("-o", "--output", required=True, metavar="PATH", help="folder to write the compiled network to")
+    c.add_argument("--log", metavar="FILE", help="tuning log: its best configs schedule their tasks' kernels")
+    c.add_argument("--target", help="target string (default: this machine), e.g. 'c -isa=avx2 -cores=2 -arch=x86_64'")
+    c.add_argument("--shape", nargs="+", metavar="NAME=DIMS", help=shape_help)
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+
+    r = sub.add_parser("run", help="run a compiled network on inputs stored as .npy files",
+                       description="Run a network compiled by 'tensortune compile' on numpy arrays. A 1000-class "
+                                   "output prints its top-5 classes.")
+    r.add_argument("network", metavar="PATH", help="folder written by 'tensortune compile'")
+    r.add_argument("--input", nargs="+", required=True, metavar="[NAME=]FILE.npy",
+                   help="input arrays (.npy); NAME= is needed only for networks of several inputs")
+    r.add_argument("--output", metavar="FILE", help="write the output (.npy; .npz for several outputs)")
+    r.add_argument("--threads", type=_positive, help="threads (default: all usable cores)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+
+    k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
+                       description="List the convolution and dense workloads of an ONNX network after graph "
+                                   "optimization: one tuning task per distinct workload, how many nodes share it, "
+                                   "its FLOPs and its share of the network's FLOPs.")
+    k.add_argument("model", metavar="MODEL.onnx")
+    k.add_argument("--target", help="target string (default: this machine)")
+    k.add_argument("--shape", nargs="+", metavar="NAME=DIMS", help=shape_help)
+    k.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
 
@@ -503,8 +537,177 @@ def _fmt_config(config: dict) -> str:
     return " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in config.items())
 
 
+# ------------------------------------------------------------------------------------------- networks
+
+def parse_input_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
+    """``["input=1,3,224,224"]`` -> ``{"input": (1, 3, 224, 224)}``; raises ``CLIError`` for a malformed item."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items or ():
+        name, eq, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not eq or not name or not shape or any(d < 1 for d in shape):
+            raise CLIError(f"malformed --shape '{item}': write NAME=DIMS with positive dimensions, e.g. "
+                           "input=1,3,224,224")
+        if name in shapes:
+            raise CLIError(f"--shape gives input '{name}' twice")
+        shapes[name] = shape
+    return shapes
+
+
+def _target(text: str | None):
+    from .build import resolve_target
+
+    return resolve_target(text)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .network import compile as compile_network
+    from .network.module import spec_json
+
+    shapes = parse_input_shapes(args.shape)
+    target = _target(args.target)
+    _check_output_dir(args.output)
+    start = time.perf_counter()
+    module = compile_network(args.model, target=target, log=args.log, shapes=shapes)
+    seconds = time.perf_counter() - start
+    path = module.export(args.output)
+    m = module.manifest
+    tuned = [k for k in m.kernels if k.template]
+    summary = {"model": args.model, "output": str(path), "name": m.name, "target": m.target,
+               "inputs": [spec_json(s) for s in m.inputs], "outputs": [spec_json(s) for s in m.outputs],
+               "kernels": len(m.kernels), "calls": m.calls, "tuned_kernels": len(tuned),
+               "tuned_calls": sum(len(k.nodes) for k in tuned), "constants_bytes": m.constants_bytes,
+               "workspace_bytes": m.workspace_bytes, "unshared_workspace_bytes": m.buffers_bytes,
+               "compile_s": seconds}
+    if args.json:
+        print(json.dumps(summary))
+        return EXIT_OK
+    ins = ", ".join(f"{s.name} {s.dtype}{list(s.shape)}" for s in m.inputs)
+    outs = ", ".join(f"{s.name} {s.dtype}{list(s.shape)}" for s in m.outputs)
+    print(f"compiled  {m.name} ({ins}) -> ({outs}) in {seconds:.1f} s")
+    print(f"kernels   {len(m.kernels)} in one library, {m.calls} call{'s' if m.calls != 1 else ''} per run"
+          + (f"; {summary['tuned_calls']} calls tuned from {args.log}" if args.log else "; default schedules"))
+    print(f"memory    constants {m.constants_bytes / 2**20:.1f} MiB, workspace {m.workspace_bytes / 2**20:.1f} MiB "
+          f"(buffers sharing memory; {m.buffers_bytes / 2**20:.1f} MiB unshared)")
+    print(f"target    {m.target}")
+    print(f"written   {path}")
+    return EXIT_OK
+
+
+def _check_output_dir(path: str) -> None:
+    """Fail before compiling, not after, when the compiled network cannot be written at ``path``."""
+    from .network.module import MANIFEST
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CLIError(f"cannot write {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise CLIError(f"cannot write {path}: permission denied in {parent}")
+    if os.path.exists(path) and not os.path.isfile(os.path.join(path, MANIFEST)):
+        raise CLIError(f"cannot write {path}: it exists and is not a compiled network; choose another path")
+
+
+def _load_inputs(items: Sequence[str], names: Sequence[str]) -> dict:
+    import numpy as np
+
+    feeds = {}
+    for k, item in enumerate(items):
+        name, eq, path = item.rpartition("=")
+        if not eq:
+            if len(items) != len(names):
+                raise CLIError(f"the network takes inputs {list(names)}; give NAME=FILE.npy for each")
+            name = names[k]
+        if not os.path.isfile(path):
+            raise CLIError(f"no such input file: {path}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as e:
+            raise CLIError(f"{path} is not a .npy array file ({e})") from None
+    return feeds
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .network import load
+
+    module = load(args.network, num_threads=args.threads)
+    feeds = _load_inputs(args.input, [s.name for s in module.inputs])
+    start = time.perf_counter()
+    outputs = module.run(feeds)
+    seconds = time.perf_counter() - start
+    if args.output is not None:
+        _save_outputs(args.output, outputs)
+    report: dict[str, Any] = {"network": args.network, "seconds": seconds, "outputs": {}}
+    for name, y in outputs.items():
+        entry: dict[str, Any] = {"shape": list(y.shape), "dtype": str(y.dtype)}
+        if y.ndim == 2 and y.shape[1] == 1000:
+            entry["top5"] = [np.argsort(-row)[:5].tolist() for row in y]
+        report["outputs"][name] = entry
+    if args.json:
+        print(json.dumps(report))
+        return EXIT_OK
+    print(f"ran       {args.network} in {_fmt_seconds(seconds)}")
+    for name, entry in report["outputs"].items():
+        print(f"output    {name}: {entry['dtype']}{entry['shape']}")
+        for b, top in enumerate(entry.get("top5", ())):
+            print(f"  top-5 classes{f' (batch {b})' if len(entry['top5']) > 1 else ''}: {' '.join(map(str, top))}")
+    if args.output is not None:
+        print(f"written   {args.output}")
+    return EXIT_OK
+
+
+def _save_outputs(path: str, outputs: dict) -> None:
+    import numpy as np
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise CLIError(f"cannot write the output {path}: " + ("it is a directory" if os.path.isdir(path) else
+                                                               f"the directory {parent} is missing or read-only"))
+    try:
+        if len(outputs) == 1:
+            np.save(path if path.endswith(".npy") else path + ".npy" if "." not in os.path.basename(path) else path,
+                    next(iter(outputs.values())))
+        else:
+            np.savez(path, **outputs)
+    except OSError as e:
+        raise CLIError(f"cannot write the output {path}: {e.strerror or e}") from None
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from .graph.tasks import extract_tasks
+    from .network import optimized_graph
+
+    target = _target(args.target)
+    graph = optimized_graph(args.model, target, parse_input_shapes(args.shape))
+    tasks = extract_tasks(graph, target)
+    total = sum(t.total_flops for t in tasks)
+    rows = [{"index": k + 1, "kind": t.kind, "template": t.task.name if t.task else None, "workload": t.workload,
+             "args": list(t.task.args) if t.task else None, "nodes": list(t.nodes), "occurrences": t.occurrences,
+             "flops": t.flops, "total_flops": t.total_flops, "share": t.total_flops / total if total else 0.0}
+            for k, t in enumerate(tasks)]
+    tunable = sum(r["total_flops"] for r in rows if r["template"])
+    if args.json:
+        print(json.dumps({"model": args.model, "name": graph.name, "target": str(target), "total_flops": total,
+                          "tunable_flops": tunable, "tasks": rows}))
+        return EXIT_OK
+    tuned_tasks, nodes = sum(1 for r in rows if r["template"]), sum(r["occurrences"] for r in rows)
+    print(f"{graph.name}: {tuned_tasks} tuning tasks for {nodes} "
+          f"convolution/dense nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
+    print(f"  {'#':>3}  {'kind':<16} {'template':<20} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
+    for r in rows:
+        what = json.dumps(r["args"], separators=(",", ":")) if r["args"] else r["workload"]
+        print(f"  {r['index']:>3}  {r['kind']:<16} {r['template'] or '(default schedule)':<20} {what:<34} "
+              f"{r['occurrences']:>5} {r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tune": cmd_tune, "best": cmd_best, "show": cmd_show, "bench": cmd_bench, "worker": cmd_worker,
+    "compile": cmd_compile, "run": cmd_run, "tasks": cmd_tasks,
 }
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ OPERATOR_TEMPLATES = {
     "matmul": ("matmul",),
     # conv2d_winograd_nchwc_packed computes only 3x3, stride-1 convolutions (a ShapeError for others)
     "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_winograd_nchwc_packed"),
-    "depthwise_conv2d": ("depthwise_conv2d_nchwc",),
+    "depthwise_conv2d": ("depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc_packed"),
 }
 
 

@@ -1,4 +1,4 @@
 """Code generation: loop IR -> C source."""
-from .c import codegen_c
+from .c import codegen_c, codegen_c_unit
 
-__all__ = ["codegen_c"]
+__all__ = ["codegen_c", "codegen_c_unit"]

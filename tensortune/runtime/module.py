@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import statistics
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager, Iterator
@@ -118,11 +119,7 @@ class BaseModule:
         records the mean. If ``min_repeat_ms`` > 0, ``number`` is first raised until one measurement
         takes at least that long (at most ``timer.MAX_CALIBRATIONS`` tries; see ``timer.time_repeats``).
         """
-        if number < 1 or repeat < 1 or min_repeat_ms < 0:
-            raise ArgumentError(
-                f"time_evaluator needs number >= 1, repeat >= 1 and min_repeat_ms >= 0; "
-                f"got number={number}, repeat={repeat}, min_repeat_ms={min_repeat_ms}"
-            )
+        check_timing(number, repeat, min_repeat_ms)
         threads = self._threads(num_threads)
 
         def evaluate(*arrays: np.ndarray) -> TimingResult:
@@ -150,15 +147,7 @@ class BaseModule:
                 f"kernel '{self.entry}' takes {len(self.args)} arrays ({expected}), got {len(arrays)}"
             )
         for spec, a in zip(self.args, arrays):
-            if not isinstance(a, np.ndarray):
-                raise ArgumentError(f"argument '{spec.name}' must be a numpy array, got {type(a).__name__}")
-            if a.dtype != spec.dtype.numpy:
-                raise ArgumentError(
-                    f"argument '{spec.name}' must have dtype {spec.dtype}, got {a.dtype}; "
-                    f"convert it with .astype(np.{spec.dtype})"
-                )
-            if a.shape != spec.shape:
-                raise ArgumentError(f"argument '{spec.name}' must have shape {spec.shape}, got {a.shape}")
+            check_array(spec, a)
             if spec.is_output and not a.flags.writeable:
                 raise ArgumentError(f"argument '{spec.name}' is written by the kernel but the array is read-only; "
                                     "pass a writeable array (e.g. np.empty or .copy())")
@@ -173,11 +162,9 @@ class Module(BaseModule):
 
     def _open(self) -> None:
         try:
-            self._func = load_library(self.lib_path)[self.entry]
+            self._func = entry_point(self.lib_path, self.entry)
         except (OSError, AttributeError) as e:
             raise KernelRuntimeError(f"cannot load kernel '{self.entry}' from {self.lib_path}: {e}") from e
-        self._func.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
-        self._func.restype = ctypes.c_int32
         # Allocated once and reused by every call.
         self._workspace_arrays = tuple(_aligned_zeros(w.shape, w.dtype) for w in self.workspaces)
         self._last_arrays: tuple[np.ndarray, ...] = ()
@@ -192,17 +179,7 @@ class Module(BaseModule):
 
     @contextlib.contextmanager
     def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int) -> Iterator[Callable[[int], float]]:
-        time_calls, last_error = timer_functions()
-        function = ctypes.cast(self._func, ctypes.c_void_p)
-        pointers = self._pointers(arrays)
-
-        def run(count: int) -> float:
-            seconds = time_calls(function, pointers, threads, count)
-            if seconds < 0:
-                raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {last_error()} while timed")
-            return seconds
-
-        yield run
+        yield native_timer(self._func, self._pointers(arrays), threads, f"kernel '{self.entry}'")
 
     def _pointers(self, arrays: tuple[np.ndarray, ...]) -> ctypes.Array:
         """Check ``arrays`` and return the ``void*`` array to pass; rebuilt only when the arrays change."""
@@ -215,6 +192,59 @@ class Module(BaseModule):
         self._last_pointers = (ctypes.c_void_p * max(1, len(data)))(*data)
         self._last_arrays = tuple(arrays)
         return self._last_pointers
+
+
+def entry_point(lib_path: Path | str, entry: str) -> ctypes._CFuncPtr:
+    """``int32_t entry(void** args, int32_t num_threads)`` of a shared library (``OSError`` or ``AttributeError``
+    when the library or the symbol is missing)."""
+    fn = load_library(lib_path)[entry]
+    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
+    fn.restype = ctypes.c_int32
+    return fn
+
+
+def check_array(spec: ArgSpec, a: object, what: str = "argument", hint: str = "") -> None:
+    """An ``ArgumentError`` unless ``a`` is a numpy array of ``spec``'s dtype and shape (``hint`` follows the
+    expected shape in the message)."""
+    if not isinstance(a, np.ndarray):
+        raise ArgumentError(f"{what} '{spec.name}' must be a numpy array, got {type(a).__name__}")
+    if a.dtype != spec.dtype.numpy:
+        raise ArgumentError(f"{what} '{spec.name}' must have dtype {spec.dtype}, got {a.dtype}; "
+                            f"convert it with .astype(np.{spec.dtype})")
+    if a.shape != spec.shape:
+        raise ArgumentError(f"{what} '{spec.name}' must have shape {spec.shape}{hint}, got {a.shape}")
+
+
+def check_timing(number: int, repeat: int, min_repeat_ms: float) -> None:
+    if number < 1 or repeat < 1 or min_repeat_ms < 0:
+        raise ArgumentError(
+            f"time_evaluator needs number >= 1, repeat >= 1 and min_repeat_ms >= 0; "
+            f"got number={number}, repeat={repeat}, min_repeat_ms={min_repeat_ms}"
+        )
+
+
+def native_timer(function: ctypes._CFuncPtr, pointers: ctypes.Array, threads: int, what: str,
+                 lock: threading.Lock | None = None) -> Callable[[int], float]:
+    """``run(count) -> seconds`` of ``count`` calls of an entry point ``int32_t f(void** args, int32_t
+    num_threads)`` on ``pointers``, the loop in native code; ``lock`` is held around each timed loop."""
+    time_calls, last_error = timer_functions()
+    address = ctypes.cast(function, ctypes.c_void_p)
+
+    def run(count: int) -> float:
+        with lock or contextlib.nullcontext():
+            seconds = time_calls(address, pointers, threads, count)
+        if seconds < 0:
+            raise KernelRuntimeError(f"{what} returned error code {last_error()} while timed")
+        return seconds
+
+    return run
+
+
+def time_native(function: ctypes._CFuncPtr, pointers: ctypes.Array, threads: int, what: str, number: int,
+                repeat: int, min_repeat_ms: float, lock: threading.Lock | None = None) -> TimingResult:
+    """Time calls of an entry point on ``pointers`` (protocol of ``timer.time_repeats``)."""
+    run = native_timer(function, pointers, threads, what, lock)
+    return TimingResult(tuple(time_repeats(run, number, repeat, min_repeat_ms)))
 
 
 def _check_threads(num_threads: int) -> int:

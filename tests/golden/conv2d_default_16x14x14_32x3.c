@@ -10,8 +10,6 @@ typedef float tt_f32x4 __attribute__((vector_size(16)));
 typedef float tt_f32x4_u __attribute__((vector_size(16), aligned(4)));
 typedef float tt_f32x8 __attribute__((vector_size(32)));
 typedef float tt_f32x8_u __attribute__((vector_size(32), aligned(4)));
-static inline int32_t tt_floordiv_i32(int32_t a, int32_t b) { int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
-static inline int32_t tt_floormod_i32(int32_t a, int32_t b) { int32_t r = a % b; return r != 0 && ((r < 0) != (b < 0)) ? r + b : r; }
 
 static void kernel_impl(const float* restrict data, const float* restrict weight, float* restrict conv2d, float* restrict data_pad, int32_t tt_num_threads) {
   data_pad = (float*)__builtin_assume_aligned(data_pad, 64);
@@ -42,25 +40,25 @@ static void kernel_impl(const float* restrict data, const float* restrict weight
       for (int32_t rc = 0; rc < 16; ++rc) {
         for (int32_t rh = 0; rh < 3; ++rh) {
           for (int32_t rw = 0; rw < 3; ++rw) {
-            *(tt_f32x8_u*)(&conv2d_local[0]) = ((*(const tt_f32x8_u*)(&conv2d_local[0])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw]));
-            *(tt_f32x4_u*)(&conv2d_local[8]) = ((*(const tt_f32x4_u*)(&conv2d_local[8])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw]));
-            *(tt_f32x2_u*)(&conv2d_local[12]) = ((*(const tt_f32x2_u*)(&conv2d_local[12])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw]));
-            *(tt_f32x8_u*)(&conv2d_local[14]) = ((*(const tt_f32x8_u*)(&conv2d_local[14])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 144]));
-            *(tt_f32x4_u*)(&conv2d_local[22]) = ((*(const tt_f32x4_u*)(&conv2d_local[22])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 144]));
-            *(tt_f32x2_u*)(&conv2d_local[26]) = ((*(const tt_f32x2_u*)(&conv2d_local[26])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 144]));
-            *(tt_f32x8_u*)(&conv2d_local[28]) = ((*(const tt_f32x8_u*)(&conv2d_local[28])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 288]));
-            *(tt_f32x4_u*)(&conv2d_local[36]) = ((*(const tt_f32x4_u*)(&conv2d_local[36])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 288]));
-            *(tt_f32x2_u*)(&conv2d_local[40]) = ((*(const tt_f32x2_u*)(&conv2d_local[40])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 288]));
-            *(tt_f32x8_u*)(&conv2d_local[42]) = ((*(const tt_f32x8_u*)(&conv2d_local[42])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 432]));
-            *(tt_f32x4_u*)(&conv2d_local[50]) = ((*(const tt_f32x4_u*)(&conv2d_local[50])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 8])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 432]));
-            *(tt_f32x2_u*)(&conv2d_local[54]) = ((*(const tt_f32x2_u*)(&conv2d_local[54])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 16 + rh * 16 + rw + 12])) * weight[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 576 + rc * 9 + rh * 3 + rw + 432]));
+            *(tt_f32x8_u*)(&conv2d_local[0]) = ((*(const tt_f32x8_u*)(&conv2d_local[0])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw]));
+            *(tt_f32x4_u*)(&conv2d_local[8]) = ((*(const tt_f32x4_u*)(&conv2d_local[8])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 8])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw]));
+            *(tt_f32x2_u*)(&conv2d_local[12]) = ((*(const tt_f32x2_u*)(&conv2d_local[12])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 12])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw]));
+            *(tt_f32x8_u*)(&conv2d_local[14]) = ((*(const tt_f32x8_u*)(&conv2d_local[14])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 144]));
+            *(tt_f32x4_u*)(&conv2d_local[22]) = ((*(const tt_f32x4_u*)(&conv2d_local[22])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 8])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 144]));
+            *(tt_f32x2_u*)(&conv2d_local[26]) = ((*(const tt_f32x2_u*)(&conv2d_local[26])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 12])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 144]));
+            *(tt_f32x8_u*)(&conv2d_local[28]) = ((*(const tt_f32x8_u*)(&conv2d_local[28])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 288]));
+            *(tt_f32x4_u*)(&conv2d_local[36]) = ((*(const tt_f32x4_u*)(&conv2d_local[36])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 8])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 288]));
+            *(tt_f32x2_u*)(&conv2d_local[40]) = ((*(const tt_f32x2_u*)(&conv2d_local[40])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 12])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 288]));
+            *(tt_f32x8_u*)(&conv2d_local[42]) = ((*(const tt_f32x8_u*)(&conv2d_local[42])) + ((*(const tt_f32x8_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 432]));
+            *(tt_f32x4_u*)(&conv2d_local[50]) = ((*(const tt_f32x4_u*)(&conv2d_local[50])) + ((*(const tt_f32x4_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 8])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 432]));
+            *(tt_f32x2_u*)(&conv2d_local[54]) = ((*(const tt_f32x2_u*)(&conv2d_local[54])) + ((*(const tt_f32x2_u*)(&data_pad[rc * 256 + n_o_outer_fused_y_fused % 14 * 16 + rh * 16 + rw + 12])) * weight[n_o_outer_fused_y_fused / 14 * 576 + rc * 9 + rh * 3 + rw + 432]));
           }
         }
       }
       for (int32_t o_inner = 0; o_inner < 4; ++o_inner) {
-        *(tt_f32x8_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 784 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14]) = (*(const tt_f32x8_u*)(&conv2d_local[o_inner * 14]));
-        *(tt_f32x4_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 784 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14 + 8]) = (*(const tt_f32x4_u*)(&conv2d_local[o_inner * 14 + 8]));
-        *(tt_f32x2_u*)(&conv2d[tt_floordiv_i32(n_o_outer_fused_y_fused, 14) * 784 + o_inner * 196 + tt_floormod_i32(n_o_outer_fused_y_fused, 14) * 14 + 12]) = (*(const tt_f32x2_u*)(&conv2d_local[o_inner * 14 + 12]));
+        *(tt_f32x8_u*)(&conv2d[n_o_outer_fused_y_fused / 14 * 784 + o_inner * 196 + n_o_outer_fused_y_fused % 14 * 14]) = (*(const tt_f32x8_u*)(&conv2d_local[o_inner * 14]));
+        *(tt_f32x4_u*)(&conv2d[n_o_outer_fused_y_fused / 14 * 784 + o_inner * 196 + n_o_outer_fused_y_fused % 14 * 14 + 8]) = (*(const tt_f32x4_u*)(&conv2d_local[o_inner * 14 + 8]));
+        *(tt_f32x2_u*)(&conv2d[n_o_outer_fused_y_fused / 14 * 784 + o_inner * 196 + n_o_outer_fused_y_fused % 14 * 14 + 12]) = (*(const tt_f32x2_u*)(&conv2d_local[o_inner * 14 + 12]));
       }
     }
   }

@@ -6,8 +6,6 @@
 
 typedef float tt_f32x8 __attribute__((vector_size(32)));
 typedef float tt_f32x8_u __attribute__((vector_size(32), aligned(4)));
-static inline int32_t tt_floordiv_i32(int32_t a, int32_t b) { int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
-static inline int32_t tt_floormod_i32(int32_t a, int32_t b) { int32_t r = a % b; return r != 0 && ((r < 0) != (b < 0)) ? r + b : r; }
 
 static void kernel_impl(const float* restrict A, const float* restrict B, float* restrict matmul, float* restrict B_packed, int32_t tt_num_threads) {
   B_packed = (float*)__builtin_assume_aligned(B_packed, 64);
@@ -31,18 +29,18 @@ static void kernel_impl(const float* restrict A, const float* restrict B, float*
       *(tt_f32x8_u*)(&matmul_local[48]) = ((tt_f32x8){} + (0.0f));
       *(tt_f32x8_u*)(&matmul_local[56]) = ((tt_f32x8){} + (0.0f));
       for (int32_t k_1 = 0; k_1 < 64; ++k_1) {
-        *(tt_f32x8_u*)(&matmul_local[0]) = ((*(const tt_f32x8_u*)(&matmul_local[0])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[8]) = ((*(const tt_f32x8_u*)(&matmul_local[8])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[16]) = ((*(const tt_f32x8_u*)(&matmul_local[16])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[24]) = ((*(const tt_f32x8_u*)(&matmul_local[24])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[32]) = ((*(const tt_f32x8_u*)(&matmul_local[32])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[40]) = ((*(const tt_f32x8_u*)(&matmul_local[40])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
-        *(tt_f32x8_u*)(&matmul_local[48]) = ((*(const tt_f32x8_u*)(&matmul_local[48])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16]))));
-        *(tt_f32x8_u*)(&matmul_local[56]) = ((*(const tt_f32x8_u*)(&matmul_local[56])) + (A[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[tt_floordiv_i32(j_outer_i_outer_fused, 16) * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[0]) = ((*(const tt_f32x8_u*)(&matmul_local[0])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[8]) = ((*(const tt_f32x8_u*)(&matmul_local[8])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[16]) = ((*(const tt_f32x8_u*)(&matmul_local[16])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[24]) = ((*(const tt_f32x8_u*)(&matmul_local[24])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1 + 64] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[32]) = ((*(const tt_f32x8_u*)(&matmul_local[32])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[40]) = ((*(const tt_f32x8_u*)(&matmul_local[40])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1 + 128] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16 + 8]))));
+        *(tt_f32x8_u*)(&matmul_local[48]) = ((*(const tt_f32x8_u*)(&matmul_local[48])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16]))));
+        *(tt_f32x8_u*)(&matmul_local[56]) = ((*(const tt_f32x8_u*)(&matmul_local[56])) + (A[j_outer_i_outer_fused % 16 * 256 + k_1 + 192] * (*(const tt_f32x8_u*)(&B_packed[j_outer_i_outer_fused / 16 * 1024 + k_1 * 16 + 8]))));
       }
       for (int32_t i_inner = 0; i_inner < 4; ++i_inner) {
-        *(tt_f32x8_u*)(&matmul[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + i_inner * 64 + tt_floordiv_i32(j_outer_i_outer_fused, 16) * 16]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16]));
-        *(tt_f32x8_u*)(&matmul[tt_floormod_i32(j_outer_i_outer_fused, 16) * 256 + i_inner * 64 + tt_floordiv_i32(j_outer_i_outer_fused, 16) * 16 + 8]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16 + 8]));
+        *(tt_f32x8_u*)(&matmul[j_outer_i_outer_fused % 16 * 256 + i_inner * 64 + j_outer_i_outer_fused / 16 * 16]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16]));
+        *(tt_f32x8_u*)(&matmul[j_outer_i_outer_fused % 16 * 256 + i_inner * 64 + j_outer_i_outer_fused / 16 * 16 + 8]) = (*(const tt_f32x8_u*)(&matmul_local[i_inner * 16 + 8]));
       }
     }
   }

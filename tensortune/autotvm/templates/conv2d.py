@@ -141,12 +141,15 @@ def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
 
 @template("conv2d_nchwc_packed")
 def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
-                                 pad: int = 0, dtype: str = "float32"):
+                                 pad: int = 0, dtype: str = "float32", declare=None):
     """Conv2d on NCHW[x]c tensors (layout transforms outside the kernel, as inside a network).
 
     The register tile is ``tile_ow`` columns x ``tile_oc`` blocks of one vector of output channels,
     accumulated in a local buffer over (input-channel block, kh, kw) in the order ``reorder_reduce``
-    and the channels of each input block, then written back once.
+    and the channels of each input block, then written back once. ``declare``, called like
+    ``ops.conv2d_nchwc_packed`` (with the blocks and ``ow_tile``), makes the operator to schedule instead: one
+    with the same axes and parts plus an elementwise epilogue (a network's fused convolution), inlined into
+    the output.
     """
     target = cfg.target
     lanes = target.lanes(dtype)
@@ -163,7 +166,8 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     cfg.define_knob("unroll_kw", [True, False])
     cfg.add_filter(lambda c: fits_registers(target, c["tile_ow"].size[-1], c["tile_oc"].size[-1] * vectors))
 
-    op = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype, ow_tile=cfg["tile_ow"].size[-1])
+    op = (declare or conv2d_nchwc_packed)(N, C, H, W, O, K, stride, pad, icb, ocb, dtype,
+                                          ow_tile=cfg["tile_ow"].size[-1])
     s = create_schedule(op.output)
     out, acc = s[op.output], s[local_accumulator(s, op)]
     parallel_input_transform(s, op)

@@ -1,0 +1,373 @@
+"""Whole networks end to end: ResNet-18 and MobileNetV2 (batch 1, 224x224, float32, random weights, built here with
+``tensortune.network.zoo``), on 1 and 2 threads: tensortune with default schedules and with a tuning log,
+onnxruntime, PyTorch eager and ``torch.compile`` (when installed), in one run with one protocol.
+
+Every peer runs in a child process of its own (thread pools apart), checks its output against onnxruntime's,
+warms up and calibrates its runs per timing (at least ``--min-ms`` each); then the peers are timed in turns,
+``--repeat`` rounds of one timing each, and each one's median is reported. Also measured: tensortune's compile
+time with an empty build cache and with a warm one, and the peak memory (RSS) of a process that loads a
+compiled ResNet-18 and runs it, against one that runs it with onnxruntime.
+
+    python benchmarks/e2e.py                        # writes BENCHMARKS.md's "Whole networks" section
+    python benchmarks/e2e.py --log tuned.jsonl      # "tensortune, tuned" with that log
+    python benchmarks/e2e.py --json e2e.json --models resnet18 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MODELS = ("resnet18", "mobilenet_v2")
+PEERS = ("tensortune", "tensortune_tuned", "onnxruntime", "torch", "torch_compile", "tensortune_passive",
+         "onnxruntime_no_spin")
+LABELS = {"tensortune": "tensortune, default schedules", "tensortune_tuned": "tensortune, with the log",
+          "onnxruntime": "onnxruntime", "torch": "PyTorch eager", "torch_compile": "torch.compile",
+          "tensortune_passive": "tensortune, default schedules, OMP_WAIT_POLICY=PASSIVE",
+          "onnxruntime_no_spin": "onnxruntime, intra-op spinning off"}
+#: extra environment of a peer's child process (idle threads that sleep instead of spinning: on a busy machine a
+#: spinning thread takes the core its partner needs)
+PEER_ENV = {"tensortune_passive": {"OMP_WAIT_POLICY": "PASSIVE"}}
+SECTION = "## Whole networks"
+
+
+# ------------------------------------------------------------------------------------------- child processes
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss it is not inherited across exec from the
+    parent that spawned the child)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child(spec: dict) -> dict | None:
+    """Serve timings of one peer on one network (in a child process): after loading, checking and calibrating it,
+    print one JSON line, then for each line read on stdin, time one repeat and print its seconds per run. Returns
+    a result to print instead (an error, or the peer's absence) when the peer cannot be timed."""
+    from tensortune.runtime.timer import time_repeats
+
+    threads = spec["threads"]
+    x = np.load(spec["input"])
+    expected = np.load(spec["expected"]) if spec.get("expected") else None
+    peer = spec["peer"]
+    if peer.startswith("tensortune"):
+        import tensortune as tt
+
+        module = tt.load(spec["network"], num_threads=threads)
+        run = lambda: module(x)  # noqa: E731
+    elif peer.startswith("onnxruntime"):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        if peer == "onnxruntime_no_spin":
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sess = ort.InferenceSession(spec["model"], opts, providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        run = lambda: sess.run(None, {name: x})[0]  # noqa: E731
+    else:
+        try:
+            import torch
+        except ImportError:
+            return {"unavailable": "torch is not installed"}
+        sys.path.insert(0, str(HERE))
+        from torch_graph import GraphModule
+
+        from tensortune.graph import import_onnx
+        from tensortune.graph.passes import eliminate_dead_nodes, fold_constants, remove_identities
+
+        torch.set_num_threads(threads)
+        g = eliminate_dead_nodes(remove_identities(fold_constants(import_onnx(spec["model"]))))
+        net = GraphModule(g).eval()
+        if peer == "torch_compile":
+            try:
+                net = torch.compile(net)
+            except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
+                return {"unavailable": f"torch.compile failed: {type(e).__name__}: {e}"}
+        xt = torch.from_numpy(x)
+
+        def run():
+            with torch.inference_mode():
+                return net(xt).numpy()
+
+    try:
+        got = run()
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return {"error": f"{type(e).__name__}: {e}"}
+    if expected is not None:
+        scale = max(1.0, float(np.abs(expected).max()))
+        if not np.allclose(got, expected, rtol=1e-4, atol=1e-5 * scale):
+            return {"error": f"output differs from onnxruntime's by {float(np.abs(got - expected).max()):.3g}"}
+
+    def timed(count: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(count):
+            run()
+        return time.perf_counter() - t0
+
+    # the protocol of time_repeats: a warm-up, then runs per timing raised until one lasts at least min_ms
+    per_run = time_repeats(timed, 1, 1, spec["min_ms"])[0]
+    count = max(1, int(np.ceil(spec["min_ms"] / 1e3 / per_run)))
+    print(json.dumps({"ready": True, "runs_per_timing": count}), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(timed(count) / count), flush=True)
+    return None
+
+
+def _spawn(spec: dict, env: dict | None = None) -> dict:
+    env = dict(os.environ if env is None else env)
+    env["OMP_NUM_THREADS"] = str(spec.get("threads", 1))
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"child failed (exit {proc.returncode}): {tail}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+class _Peer:
+    """A peer's timing child: ``next()`` is the seconds per run of one more timing."""
+
+    def __init__(self, spec: dict, env: dict):
+        env = dict(env, OMP_NUM_THREADS=str(spec["threads"]),
+                   PYTHONPATH=f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}")
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env)
+        line = self.proc.stdout.readline()
+        self.status = json.loads(line) if line else {"error": self._failure()}
+        self.ok = bool(self.status.get("ready"))
+
+    def _failure(self) -> str:
+        self.proc.wait()
+        tail = (self.proc.stderr.read().strip().splitlines() or ["no output"])[-1]
+        return f"child failed (exit {self.proc.returncode}): {tail}"
+
+    def next(self) -> float:
+        self.proc.stdin.write("time\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(self._failure())
+        return float(json.loads(line))
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _time_interleaved(specs: dict[str, dict], repeat: int) -> dict[str, dict]:
+    """Each peer's median of ``repeat`` timings, taken in turns (one timing of each peer per round), so that the
+    load of a shared machine changes under all peers alike."""
+    peers = {name: _Peer(spec, dict(os.environ, **PEER_ENV.get(name, {}))) for name, spec in specs.items()}
+    runs: dict[str, list[float]] = {name: [] for name, p in peers.items() if p.ok}
+    try:
+        for _ in range(repeat):
+            for name in runs:
+                time.sleep(0.05)  # the previous peer's threads stop spinning
+                runs[name].append(peers[name].next())
+    finally:
+        for p in peers.values():
+            p.close()
+    return {name: ({"median_s": float(np.median(runs[name])), "runs_s": runs[name]} if name in runs else p.status)
+            for name, p in peers.items()}
+
+
+def _compile_child(spec: dict) -> dict:
+    """Compile a model (in a child, with the cache directory of the spec) and export it; returns the seconds."""
+    import tensortune as tt
+
+    start = time.perf_counter()
+    module = tt.compile(spec["model"], log=spec.get("log"))
+    seconds = time.perf_counter() - start
+    module.export(spec["network"])
+    tuned = sum(len(k.nodes) for k in module.manifest.kernels if k.template)
+    return {"compile_s": seconds, "calls": module.manifest.calls, "tuned_calls": tuned}
+
+
+def _compile(model: Path, network: Path, cache: Path, log: str | None = None) -> dict:
+    env = dict(os.environ, TENSORTUNE_CACHE_DIR=str(cache))
+    return _spawn({"compile": True, "model": str(model), "network": str(network), "log": log}, env)
+
+
+def _rss_child(spec: dict) -> dict:
+    """Peak RSS of a process that only loads and runs the network (tensortune) or the model (onnxruntime)."""
+    x = np.load(spec["input"])
+    if spec["peer"] == "tensortune":
+        import tensortune as tt
+
+        module = tt.load(spec["network"], num_threads=spec["threads"])
+        for _ in range(5):
+            module(x)
+    else:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = spec["threads"]
+        sess = ort.InferenceSession(spec["model"], opts, providers=["CPUExecutionProvider"])
+        for _ in range(5):
+            sess.run(None, {sess.get_inputs()[0].name: x})
+    return {"peak_rss_mib": peak_rss_mib()}
+
+
+# ------------------------------------------------------------------------------------------- the run
+
+def machine() -> str:
+    try:
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), platform.processor())
+    except OSError:
+        cpu = platform.processor()
+    from tensortune import Target
+
+    host = Target.host()
+    return f"{cpu}, {host.isa.value}, {os.cpu_count()} logical CPUs, load average {os.getloadavg()[0]:.1f}"
+
+
+def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
+    import onnx
+
+    from tensortune.network import zoo
+
+    report = {"machine": machine(), "repeat": repeat, "min_repeat_ms": min_ms, "log": log, "models": {}}
+    for name in models:
+        m = zoo.MODELS[name](batch=1, image=224)
+        model = work / f"{name}.onnx"
+        onnx.save(m, model)
+        x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+        np.save(work / "input.npy", x)
+        import onnxruntime as ort
+
+        expected = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+        np.save(work / f"{name}_expected.npy", expected)
+        cold_cache = work / f"cache-{name}"
+        cold = _compile(model, work / f"{name}.tt", cold_cache)
+        warm = _compile(model, work / f"{name}.tt", cold_cache)
+        entry = {"compile_cold_s": cold.get("compile_s"), "compile_warm_s": warm.get("compile_s"),
+                 "calls": cold.get("calls"), "threads": {}}
+        if log:
+            tuned = _compile(model, work / f"{name}-tuned.tt", cold_cache, log)
+            entry["tuned_calls"] = tuned.get("tuned_calls")
+        for threads in thread_counts:
+            specs, row = {}, {}
+            for peer in PEERS:
+                if peer == "tensortune_tuned" and not log:
+                    row[peer] = {"unavailable": "no --log given"}
+                    continue
+                network = work / (f"{name}-tuned.tt" if peer == "tensortune_tuned" else f"{name}.tt")
+                specs[peer] = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
+                               "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
+                               "min_ms": min_ms}
+            row.update(_time_interleaved(specs, repeat))
+            for peer in PEERS:
+                print(f"{name} {threads} thread(s) {LABELS[peer]}: {_fmt(row[peer])}", flush=True)
+            entry["threads"][str(threads)] = {peer: row[peer] for peer in PEERS}
+        if name == "resnet18":
+            rss = {p: _spawn({"rss": True, "peer": p, "threads": max(thread_counts), "model": str(model),
+                              "network": str(work / f"{name}.tt"), "input": str(work / "input.npy")})
+                   for p in ("tensortune", "onnxruntime")}
+            entry["peak_rss_mib"] = {p: r.get("peak_rss_mib") for p, r in rss.items()}
+        report["models"][name] = entry
+    return report
+
+
+def _fmt(r: dict) -> str:
+    if "median_s" in r:
+        return f"{r['median_s'] * 1e3:.2f} ms"
+    return r.get("unavailable") or r.get("error", "?")
+
+
+def table(report: dict) -> str:
+    lines = [SECTION, "",
+             f"`python benchmarks/e2e.py` on {report['machine']}: batch 1, 224x224, float32, random weights; "
+             f"median of {report['repeat']} timings of >= {report['min_repeat_ms']:g} ms after a warm-up, each peer in "
+             "a child process of its own, the peers timed in turns (one timing of each per round, so that the "
+             "machine's load falls on all alike), every output checked against onnxruntime's first. Ratios are "
+             "against onnxruntime in the same run.", ""]
+    for name, entry in report["models"].items():
+        lines.append(f"**{name}** ({entry['calls']} kernel calls per run; compile {entry['compile_cold_s']:.1f} s "
+                     f"with an empty build cache, {entry['compile_warm_s']:.2f} s with a warm one)")
+        lines.append("")
+        threads = list(entry["threads"])
+        lines.append("| peer | " + " | ".join(f"{t} thread{'s' if t != '1' else ''}" for t in threads) + " |")
+        lines.append("| --- |" + " --- |" * len(threads))
+        for peer in PEERS:
+            cells = []
+            for t in threads:
+                r = entry["threads"][t][peer]
+                ort_r = entry["threads"][t]["onnxruntime"]
+                if "median_s" in r and "median_s" in ort_r:
+                    cells.append(f"{r['median_s'] * 1e3:.2f} ms ({r['median_s'] / ort_r['median_s']:.2f}x)")
+                else:
+                    cells.append(_fmt(r))
+            lines.append(f"| {LABELS[peer]} | " + " | ".join(cells) + " |")
+        if "peak_rss_mib" in entry:
+            rss = entry["peak_rss_mib"]
+            if all(isinstance(v, float) for v in rss.values()):
+                lines.append("")
+                lines.append(f"Peak RSS of a process that loads the compiled network and runs it: tensortune "
+                             f"{rss['tensortune']:.0f} MiB, onnxruntime {rss['onnxruntime']:.0f} MiB "
+                             f"({rss['tensortune'] / rss['onnxruntime']:.2f}x).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace the "Whole networks" section of BENCHMARKS.md (or append it)."""
+    old = path.read_text() if path.exists() else ""
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    new = pattern.sub(text.rstrip() + "\n\n", old) if pattern.search(old) else old.rstrip() + "\n\n" + text
+    path.write_text(new.rstrip() + "\n")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--log", help="tuning log for the 'with the log' row")
+    p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--min-ms", type=float, default=50.0)
+    p.add_argument("--json", help="also write the results as JSON here")
+    p.add_argument("--no-markdown", action="store_true", help="do not update BENCHMARKS.md")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        fn = _compile_child if spec.get("compile") else _rss_child if spec.get("rss") else _child
+        result = fn(spec)
+        if result is not None:
+            print(json.dumps(result))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
+        report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
+                     args.min_ms, Path(tmp))
+    text = table(report)
+    print()
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if not args.no_markdown:
+        write_section(ROOT / "BENCHMARKS.md", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Depthwise convolution on NCHW[x]c tensors (blocked in and out, as inside a compiled network): the template the
+network's depthwise tasks tune.
+
+The register tile is ``tile_oh`` x ``tile_ow`` outputs of one channel block (a vector of the target), accumulated
+over (kh, kw) and written once; the batch and channel blocks (and the row tiles, with ``parallel="fuse3"``) run
+in parallel. The channel block is the target's vector length, as in the network's layout.
+"""
+from __future__ import annotations
+
+from ...dtype import DType
+from ...ops import packed_blocks
+from ...ops.conv import conv_out_size
+from ...ops.depthwise_packed import depthwise_conv2d_nchwc_packed
+from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
+from ...schedule import create_schedule
+from ..task import template
+
+#: register-tile outputs at most (each a vector accumulator)
+MAX_TILE = 16
+
+
+@template("depthwise_conv2d_nchwc_packed")
+def depthwise_conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
+                                           dtype: str = "float32", declare=None):
+    """Depthwise conv2d on NCHW[x]c tensors: a rows x columns register tile per channel block. ``declare``, called
+    like ``ops.depthwise_conv2d_nchwc_packed`` (with the block), makes the operator to schedule instead: one with
+    the same axes and parts plus an elementwise epilogue (a network's fused depthwise convolution)."""
+    name = "depthwise_conv2d"
+    oh, ow = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
+    cb = packed_blocks(C, C, max(1, cfg.target.lanes(DType.of(dtype))))[0]
+    op = (declare or depthwise_conv2d_nchwc_packed)(N, C, H, W, K, stride, pad, cb, dtype)
+    cfg.define_split("tile_oh", oh, num_outputs=2, filter=lambda e: e.size[-1] <= 4)
+    cfg.define_split("tile_ow", ow, num_outputs=2, filter=lambda e: e.size[-1] <= MAX_TILE)
+    cfg.define_knob("parallel", ["fuse2", "fuse3"])
+    cfg.define_knob("unroll_kw", [True, False])
+    cfg.add_filter(lambda c: c["tile_oh"].size[-1] * c["tile_ow"].size[-1] <= MAX_TILE)
+
+    s = create_schedule(op.output)
+    out, acc = s[op.output], s[local_accumulator(s, op)]
+    parallel_input_transform(s, op)
+    n, c, y, x, b = out.axis
+    yo, yi = cfg["tile_oh"].apply(out, y)
+    xo, xi = cfg["tile_ow"].apply(out, x)
+    out.reorder(n, c, yo, xo, yi, xi, b)
+    fused = out.fuse(n, c)
+    if cfg["parallel"] == "fuse3":
+        fused = out.fuse(fused, yo)
+    out.parallel(fused)
+    out.vectorize(b)
+    acc.compute_at(out, xo)
+    _, _, cy, cx, cv = acc.axis
+    kh, kw = acc.reduce_axis
+    acc.reorder(kh, kw, cy, cx, cv)
+    for axis in ((kw,) if cfg["unroll_kw"] else ()) + (cy, cx):  # the register tile, and kw when the knob says so
+        acc.unroll(axis)
+    acc.vectorize(cv)
+    return s, op

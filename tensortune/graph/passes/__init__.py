@@ -1,0 +1,48 @@
+"""Graph passes: each a named pure function ``Graph -> Graph`` (the input graph is never changed), and the
+pipeline that runs them in order, with a ``trace`` hook that sees the graph after each pass.
+
+The graph verifies itself whenever one is built, so a pass that breaks a rule fails where it breaks it.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+from ..ir import Graph
+from .dead_nodes import eliminate_dead_nodes
+from .dense import matmul_to_dense
+from .fold_batchnorm import fold_batchnorm
+from .fold_constants import fold_constants
+from .fuse_epilogues import fuse_epilogues
+from .plan_layout import plan_layout
+from .simplify import remove_identities
+
+GraphPass = Callable[[Graph], Graph]
+
+
+def graph_passes(lanes: int) -> tuple[tuple[str, GraphPass], ...]:
+    """The pipeline for a target whose vectors hold ``lanes`` elements (the channel block of the layout)."""
+    return (
+        ("fold_constants", fold_constants),
+        ("eliminate_dead_nodes", eliminate_dead_nodes),
+        ("remove_identities", remove_identities),
+        ("fold_batchnorm", fold_batchnorm),
+        ("matmul_to_dense", matmul_to_dense),
+        ("fold_constants_again", fold_constants),
+        ("fuse_epilogues", fuse_epilogues),
+        ("plan_layout", partial(plan_layout, lanes=lanes)),
+        ("eliminate_dead_nodes_again", eliminate_dead_nodes),
+    )
+
+
+def optimize(g: Graph, lanes: int, trace: Callable[[str, Graph], None] | None = None) -> Graph:
+    """Run every pass of ``graph_passes(lanes)`` in order; ``trace(name, graph)`` sees each result."""
+    for name, fn in graph_passes(lanes):
+        g = fn(g)
+        if trace is not None:
+            trace(name, g)
+    return g
+
+
+__all__ = ["GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues", "graph_passes",
+           "matmul_to_dense", "optimize", "plan_layout", "remove_identities"]

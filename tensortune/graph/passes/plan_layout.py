@@ -1,0 +1,87 @@
+"""``plan_layout``: activations stay in the blocked NCHW[x]c layout between convolutions.
+
+Every convolution reads and writes NCHW[x]c, with ``x`` the target's vector length (all channels in one
+block when they do not divide into vectors: the RGB input). Pooling, LRN, elementwise nodes and channel
+concatenations take the layout of their inputs, so a whole CNN body runs blocked. Other nodes (reshapes,
+transposes, slices, dense layers, softmax) and the graph's outputs read the plain layout; a ``Relayout`` node
+is inserted only where a reader needs a layout its value does not have, once per value and layout.
+"""
+from __future__ import annotations
+
+from ...ops import packed_blocks
+from ..ir import PLAIN, Graph, GraphBuilder, Layout, Node
+from ..ops import LRN, Binary, Concat, Conv, Pool, Relayout, Unary
+
+
+def channel_block(channels: int, lanes: int) -> int:
+    """The block of ``channels`` in the NCHW[x]c layout (what ``ops.packed_blocks`` gives the convolutions)."""
+    return packed_blocks(channels, channels, lanes)[0]
+
+
+def _blocked(shape: tuple[int, ...], lanes: int) -> Layout:
+    return Layout(channel_block(shape[1], lanes)) if len(shape) == 4 else PLAIN
+
+
+def _output_layout(g: Graph, node: Node, layout: dict[str, Layout], lanes: int) -> Layout:
+    shape = g.values[node.outputs[0]].shape
+    if len(shape) != 4:
+        return PLAIN
+    if isinstance(node.op, Conv):
+        return _blocked(shape, lanes)
+    if isinstance(node.op, (Unary, Pool, LRN)) or (isinstance(node.op, Concat) and node.op.axis == 1):
+        reads = node.inputs if isinstance(node.op, Concat) else node.inputs[:1]
+    elif isinstance(node.op, Binary):
+        reads = tuple(i for i in node.inputs if g.values[i].shape == shape)
+    else:
+        reads = ()
+    return _blocked(shape, lanes) if any(layout[i].blocked for i in reads) else PLAIN
+
+
+def _input_layouts(g: Graph, node: Node, out: Layout, lanes: int, have: dict[str, Layout]) -> list[Layout]:
+    """The layout each input is read in."""
+    shape = g.values[node.outputs[0]].shape
+    wants = []
+    for k, i in enumerate(node.inputs):
+        v = g.values[i]
+        if g.is_constant(i):
+            wants.append(PLAIN)
+        elif isinstance(node.op, Conv):
+            first = k == 0
+            wants.append(_blocked(v.shape, lanes) if first else (out if v.shape == shape else PLAIN))
+        elif isinstance(node.op, Concat) and out.blocked:
+            wants.append(have[i])  # copied from any layout
+        elif isinstance(node.op, (Unary, Binary, Pool, LRN)) and out.blocked:
+            wants.append(out if v.shape == shape or isinstance(node.op, Pool) else PLAIN)
+        else:
+            wants.append(PLAIN)
+    return wants
+
+
+def plan_layout(g: Graph, lanes: int) -> Graph:
+    layout: dict[str, Layout] = {name: PLAIN for name in list(g.inputs) + list(g.constants)}
+    b = GraphBuilder.like(g)
+    versions: dict[tuple[str, Layout], str] = {(name, PLAIN): name for name in layout}
+    outputs = set(g.outputs)
+
+    def read(name: str, want: Layout) -> str:
+        key = (name, want)
+        if key not in versions:
+            src = versions[(name, layout[name])]
+            hint = f"{name}_nchw{want.block}c" if want.blocked else f"{name}_nchw"
+            (versions[key],) = b.add(Relayout(), [src], f"relayout_{hint}", outputs=[b.fresh(hint)], layouts=[want])
+        return versions[key]
+
+    for node in g.nodes:
+        out = _output_layout(g, node, layout, lanes)
+        inputs = [read(i, want) for i, want in zip(node.inputs, _input_layouts(g, node, out, lanes, layout))]
+        names = list(node.outputs)
+        if out.blocked and names[0] in outputs:  # a graph output is plain: compute it blocked, then relayout
+            names[0] = b.fresh(f"{names[0]}_nchw{out.block}c")
+        b.add(node.op, inputs, node.name, outputs=names, layouts=[out] + [PLAIN] * (len(names) - 1))
+        for o, name, lay in zip(node.outputs, names, [out] + [PLAIN] * (len(names) - 1)):
+            layout[o] = lay
+            versions[(o, lay)] = name
+        if names[0] != node.outputs[0]:
+            b.add(Relayout(), [names[0]], f"relayout_{node.outputs[0]}", outputs=[node.outputs[0]])
+            versions[(node.outputs[0], PLAIN)] = node.outputs[0]
+    return b.build()

@@ -1,0 +1,118 @@
+"""Tuning tasks of a network: each fused convolution or dense layer of an optimized graph, by workload.
+
+A convolution with a square kernel, equal strides, equal pads on every side, no dilation and no groups is a
+``conv2d_nchwc_packed`` task (arguments ``N, C, H, W, O, K, stride, pad``, as ``tensortune tune conv2d
+--template conv2d_nchwc_packed`` makes it). A dense layer ``[M, K] x [K, N]`` runs as the 1x1 convolution of
+``M`` 1x1 images of ``K`` channels into ``N`` (the same memory), so it is the task ``(M, K, 1, 1, N, 1, 1, 0)``
+of that template. A depthwise convolution of the same regular kind is a ``depthwise_conv2d_nchwc_packed`` task
+(``N, C, H, W, K, stride, pad``). Nodes with equal workloads share one task, which counts them. The others
+(grouped convolutions, unusual windows) are listed with no task: they run their default schedules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..autotvm.task import Task
+from ..autotvm.templates import TEMPLATES
+from ..target import Target
+from .ir import Graph, Node
+from .ops import Conv, Dense
+
+CONV_TEMPLATE = "conv2d_nchwc_packed"
+DEPTHWISE_TEMPLATE = "depthwise_conv2d_nchwc_packed"
+
+
+@dataclass(frozen=True)
+class NetworkTask:
+    """One workload of a network: its tuning task (None when no template computes it), the nodes that compute
+    it, and the FLOPs of one of them."""
+
+    kind: str
+    workload: str
+    task: Task | None
+    nodes: tuple[str, ...]
+    flops: int
+
+    @property
+    def occurrences(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def total_flops(self) -> int:
+        return self.flops * self.occurrences
+
+
+def conv_task_args(g: Graph, node: Node) -> tuple | None:
+    """``(N, C, H, W, O, K, stride, pad)`` of a regular convolution (square kernel, equal strides, equal pads, no
+    dilation, blocked layout), or ``(N, C, H, W, K, stride, pad)`` of such a depthwise convolution; else None."""
+    op: Conv = node.op
+    x, w = g.values[node.inputs[0]], g.values[node.inputs[1]]
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    regular = kh == kw and op.strides[0] == op.strides[1] and len(set(op.pads)) == 1 and op.dilations == (1, 1)
+    if not regular or not x.layout.blocked:
+        return None
+    if op.is_depthwise(c, o):
+        return (n, c, h, wd, kh, op.strides[0], op.pads[0])
+    return (n, c, h, wd, o, kh, op.strides[0], op.pads[0]) if op.groups == 1 else None
+
+
+def dense_task_args(g: Graph, node: Node) -> tuple:
+    """``(M, K, 1, 1, N, 1, 1, 0)``: a dense layer as the 1x1 convolution of 1x1 images."""
+    m, k = g.values[node.inputs[0]].shape
+    return (m, k, 1, 1, g.values[node.inputs[1]].shape[0], 1, 1, 0)
+
+
+def node_task(g: Graph, node: Node, target: Target) -> Task | None:
+    """The tuning task of one node, or None."""
+    if isinstance(node.op, Conv):
+        args = conv_task_args(g, node)
+        if args is None:
+            return None
+        return Task(TEMPLATES[DEPTHWISE_TEMPLATE if len(args) == 7 else CONV_TEMPLATE], args, target)
+    if isinstance(node.op, Dense):
+        return Task(TEMPLATES[CONV_TEMPLATE], dense_task_args(g, node), target)
+    return None
+
+
+def node_flops(g: Graph, node: Node) -> int:
+    if isinstance(node.op, Conv):
+        o, cg, kh, kw = g.values[node.inputs[1]].shape
+        n, _, oh, ow = g.values[node.outputs[0]].shape
+        return 2 * n * o * oh * ow * cg * kh * kw
+    if isinstance(node.op, Dense):
+        m, k = g.values[node.inputs[0]].shape
+        return 2 * m * g.values[node.inputs[1]].shape[0] * k
+    return 0
+
+
+def _kind(g: Graph, node: Node) -> str:
+    if isinstance(node.op, Dense):
+        return "dense"
+    c, o = g.values[node.inputs[0]].shape[1], g.values[node.outputs[0]].shape[1]
+    if node.op.is_depthwise(c, o):
+        return "depthwise_conv2d"
+    return "conv2d" if node.op.groups == 1 else "grouped_conv2d"
+
+
+def _untuned_key(g: Graph, node: Node) -> str:
+    """A readable workload of a node no template computes: ``[N,C,H,W]->O k3x3 s2x2 p1,1,1,1 d1x1 g32``."""
+    op: Conv = node.op
+    o, _, kh, kw = g.values[node.inputs[1]].shape
+    shape = ",".join(map(str, g.values[node.inputs[0]].shape))
+    return (f"[{shape}]->{o} k{kh}x{kw} s{op.strides[0]}x{op.strides[1]} p{','.join(map(str, op.pads))} "
+            f"d{op.dilations[0]}x{op.dilations[1]} g{op.groups}")
+
+
+def extract_tasks(g: Graph, target: Target) -> list[NetworkTask]:
+    """The workloads of the convolutions and dense layers of an optimized graph, in order of first use."""
+    found: dict[str, NetworkTask] = {}
+    for node in g.nodes:
+        if not isinstance(node.op, (Conv, Dense)):
+            continue
+        task = node_task(g, node, target)
+        key = task.workload_key if task is not None else _untuned_key(g, node)
+        prev = found.get(key)
+        nodes = (prev.nodes if prev else ()) + (node.name,)
+        found[key] = NetworkTask(_kind(g, node), key, task, nodes, node_flops(g, node))
+    return list(found.values())

@@ -1,0 +1,71 @@
+"""``compile``: an ONNX model (or a graph) -> one loaded ``NetworkModule``.
+
+Import, the graph passes for the target's vector length, one kernel per remaining node (tuned configs from a
+log where it has them, default schedules elsewhere), lowering once per distinct kernel, memory planning, one
+C translation unit with the entry point, one shared library (cached by content). A model file compiled before
+(same bytes, shapes, target and log) is loaded from the network cache instead (``cache.py``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Mapping, Sequence
+
+from ..build import resolve_target
+from ..dtype import DType
+from ..graph.ir import Graph
+from ..graph.onnx_import import import_onnx
+from ..graph.passes import optimize
+from ..runtime import compile_shared
+from ..target import Target
+from . import cache
+from .module import MANIFEST, ExportError, Manifest, NetworkLoadError, NetworkModule, load
+from .program import Program, build_program
+
+
+def optimized_graph(model, target: Target, shapes: Mapping[str, Sequence[int]] | None = None,
+                    trace: Callable[[str, Graph], None] | None = None) -> Graph:
+    """The graph of ``model`` (a path, bytes, ``ModelProto`` or ``Graph``) after every graph pass."""
+    graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
+    return optimize(graph, max(1, target.lanes(DType.float32)), trace)
+
+
+def compile(model, target: Target | str | None = None, log: str | os.PathLike | None = None,
+            shapes: Mapping[str, Sequence[int]] | None = None, num_threads: int | None = None,
+            trace: Callable[[str, Graph], None] | None = None) -> NetworkModule:
+    """Compile a whole network for ``target`` (default: this machine) into one module.
+
+    ``log``: a tuning log; each convolution or dense task it has a successful record for runs with that config.
+    ``shapes``: static shapes of inputs by name (needed for dynamic dimensions). ``trace(pass, graph)`` sees the
+    graph after each pass.
+    """
+    tgt = resolve_target(target)
+    key = cache.network_key(model, tgt, log, shapes) if trace is None else None
+    if key is not None and (cache.network_dir(key) / MANIFEST).is_file():
+        try:
+            return load(cache.network_dir(key), num_threads)
+        except NetworkLoadError:  # a damaged cache entry: compile again and replace it
+            pass
+    graph = optimized_graph(model, tgt, shapes, trace)
+    choose = None
+    if log is not None:
+        from .tuned import TunedKernels
+
+        choose = TunedKernels(log, tgt)
+    program = build_program(graph, tgt, choose)
+    module = load_program(program, tgt, num_threads)
+    if key is not None:
+        try:
+            module.export(cache.network_dir(key))
+        except ExportError:  # another process wrote it at the same time, or the cache is read-only: no cache
+            pass
+    return module
+
+
+def load_program(program: Program, target: Target, num_threads: int | None = None) -> NetworkModule:
+    """Generate, compile (or find in the cache) and load a program."""
+    source = program.source
+    library = compile_shared(source, target)
+    manifest = Manifest(program.name, str(target), program.inputs, program.outputs, program.constants_bytes,
+                        program.workspace_bytes, tuple(program.kernels), len(program.calls),
+                        tuple(c.node for c in program.calls), program.buffers_bytes)
+    return NetworkModule(library, manifest, program.constant_arena(), source, num_threads)

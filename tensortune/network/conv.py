@@ -1,0 +1,357 @@
+"""Convolution and dense kernels on blocked tensors, with their fused epilogues.
+
+A convolution (or depthwise convolution) is an ``Operator`` with the parts the convolution templates schedule
+(``Part.PADDED_INPUT``, ``Part.ACCUMULATOR``) and its fused epilogue as ``Operator.epilogue``, so a tuned
+config of ``conv2d_nchwc_packed`` applies to the fused kernel (``tuned.py``). A dense layer is the 1x1
+convolution of ``M`` 1x1 images of ``K`` channels (``[M, K]`` data lies in memory as such images). Convolutions
+whose groups do not hold whole channel blocks run a plain loop nest (``generic_conv_kernel``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import te
+from ..graph.ir import Graph, Layout, Node, Value
+from ..graph.ops import Conv, Dense, EpilogueStep
+from ..graph.passes.plan_layout import channel_block
+from ..ops import Operator, Part
+from ..ops.schedule_helpers import local_accumulator
+from ..schedule import Schedule, create_schedule
+from ..target import Target
+from ..te import Expr, Tensor
+from .kernels import (KernelArgs, KernelDef, NetworkCompileError, binary_expr, clamp, logical_index, pad_blocked,
+                      read, read_broadcast, unary_expr)
+
+
+# ------------------------------------------------------------------------------------------- epilogues
+
+def epilogue_stages(acc: Tensor, op: Conv | Dense, bias: Tensor | None,
+                    operands: Sequence[tuple[Tensor, Value, bool]],
+                    logical: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]) -> list[Tensor]:
+    """The stages after the accumulator ``acc``: bias, then each epilogue step; ``logical(axes)`` is the index in the
+    node's output value of the element at ``acc``'s ``axes``.
+
+    ``operands`` are (tensor, value, is_constant) of the binary steps, in order. The last stage is named
+    ``out``."""
+    steps: list[Callable[[Expr, tuple[Expr, ...]], Expr]] = []
+    if bias is not None:
+        steps.append(lambda x, idx: x + bias[idx[1]])
+    rest = iter(operands)
+    for step in op.epilogue:
+        steps.append(_step_fn(step, next(rest) if step.has_operand else None))
+    stages: list[Tensor] = []
+    cur = acc
+    for k, fn in enumerate(steps):
+        name = "out" if k == len(steps) - 1 else f"epilogue{k}"
+        cur = te.compute(acc.shape, _apply_step(cur, fn, logical), name)
+        stages.append(cur)
+    return stages
+
+
+def _apply_step(prev: Tensor, fn: Callable[[Expr, tuple], Expr], logical: Callable) -> Callable[..., Expr]:
+    def body(*ax):
+        return fn(prev[ax], logical(ax))
+    return body
+
+
+def _step_fn(step: EpilogueStep, operand: tuple[Tensor, Value, bool] | None) -> Callable[[Expr, tuple], Expr]:
+    if operand is None:
+        return lambda x, idx: unary_expr(step.op, x)  # type: ignore[arg-type]
+    t, v, is_const = operand
+
+    def fn(x, idx):
+        other = read_broadcast(t, v, Layout() if is_const else v.layout, idx)
+        return binary_expr(step.op, other, x) if step.operand_left else binary_expr(step.op, x, other)  # type: ignore
+
+    return fn
+
+
+def _operands(a: KernelArgs, g: Graph, node: Node) -> list[tuple[Tensor, Value, bool]]:
+    base = node.op.num_base_inputs
+    return [(a.value(i, "operand"), g.values[i], g.is_constant(i)) for i in node.inputs[base:]]
+
+
+def _no_reference(*_args):
+    raise NotImplementedError("a network kernel is checked against the graph interpreter, not a reference")
+
+
+# ------------------------------------------------------------------------------------------- convolutions
+
+@dataclass(frozen=True)
+class ConvShape:
+    """The geometry of one convolution node, in the terms of its kernel."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    O: int
+    KH: int
+    KW: int
+    strides: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    dilations: tuple[int, int]
+    groups: int
+    OH: int
+    OW: int
+
+    @staticmethod
+    def of(g: Graph, node: Node) -> "ConvShape":
+        """A convolution's geometry; a dense layer's as a 1x1 convolution of 1x1 images (``[M, K]`` data lies in
+        memory as ``M`` images of ``K`` channels, blocked or not)."""
+        x, w, out = (g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]])
+        if isinstance(node.op, Dense):
+            (m, k), n = x.shape, w.shape[0]
+            return ConvShape(m, k, 1, 1, n, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1, 1, 1)
+        n, c, h, wd = x.shape
+        o, _, kh, kw = w.shape
+        op: Conv = node.op
+        return ConvShape(n, c, h, wd, o, kh, kw, op.strides, op.pads, op.dilations, op.groups, out.shape[2],
+                         out.shape[3])
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.N * self.O * self.OH * self.OW * (self.C // self.groups) * self.KH * self.KW
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups == self.C == self.O and self.C > 1
+
+
+def pack_conv_weight(w: np.ndarray, groups: int, icb: int, ocb: int) -> np.ndarray:
+    """OIHW weights -> ``[O/ocb, C/groups/icb, KH, KW, icb, ocb]``."""
+    o, cg, kh, kw = w.shape
+    return w.reshape(o // ocb, ocb, cg // icb, icb, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+
+
+def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Callable[[Tensor], list[Tensor]],
+                 inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]], ow_tile: int = 1) -> Operator:
+    """Convolution of NCHW[icb]c data by packed weights into NCHW[ocb]c, with its epilogue stages.
+
+    The groups must hold whole channel blocks; the output block ``oc`` reads the input blocks of its group.
+    ``inputs()`` makes the placeholders (data, packed weight, the epilogue's), ``epilogue(acc)`` its stages.
+    ``ow_tile``: accumulate over the output width rounded up to whole tiles of that many columns (columns past
+    the end read the last one's inputs again and are dropped; as ``ops.conv2d_nchwc_packed``).
+    """
+    sh = shape
+    data, wp, extra = inputs()
+    dp = pad_blocked(data, sh.pads)
+    cg_blocks = sh.C // sh.groups // icb
+    og_blocks = sh.O // sh.groups // ocb
+    ico, ici = te.reduce_axis(cg_blocks, "ico"), te.reduce_axis(icb, "ici")
+    kh, kw = te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
+    (sy, sx), (dy, dx) = sh.strides, sh.dilations
+    stages: list[Tensor] = []
+
+    owp = -(-sh.OW // ow_tile) * ow_tile
+
+    def body(n, oc, y, x, ob):
+        block = ico if sh.groups == 1 else oc // og_blocks * cg_blocks + ico
+        col = te.minimum(x, sh.OW - 1) if owp > sh.OW else x
+        return te.sum(dp[n, block, y * sy + kh * dy, col * sx + kw * dx, ici] * wp[oc, ico, kh, kw, ici, ob],
+                      axis=[ico, kh, kw, ici])
+
+    acc = te.compute((sh.N, sh.O // ocb, sh.OH, owp, ocb), body, "acc")
+    base = acc if owp == sh.OW else te.compute((sh.N, sh.O // ocb, sh.OH, sh.OW, ocb), lambda *i: acc[i], "acc_crop")
+    stages = epilogue(base)
+    out = stages[-1] if stages else base
+    between = ([base] if base is not acc and stages else []) + stages[:-1]
+    parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
+    return Operator("conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule, parts=parts,
+                    epilogue=tuple(between))
+
+
+def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[Tensor]],
+                   inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]]) -> Operator:
+    """Depthwise convolution of NCHW[cb]c data by ``[C/cb, KH, KW, cb]`` weights, with its epilogue stages."""
+    sh = shape
+    data, wp, extra = inputs()
+    kh, kw = te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
+    (sy, sx), (dy, dx), (pt, pl, _, _) = sh.strides, sh.dilations, sh.pads
+
+    def body(n, c, y, x, b):
+        # padding read in place (a row and column test per tap, the same for a vector of channels) rather than
+        # from a padded copy of the input: the convolution is bound by memory, and the copy would double its traffic
+        iy, ix = y * sy + kh * dy - pt, x * sx + kw * dx - pl
+        inside = te.logical_and(iy >= 0, iy < sh.H, ix >= 0, ix < sh.W)
+        tap = te.select(inside, data[n, c, clamp(iy, sh.H - 1), clamp(ix, sh.W - 1), b], te.const(0, data.dtype))
+        return te.sum(tap * wp[c, kh, kw, b], axis=[kh, kw])
+
+    acc = te.compute((sh.N, sh.C // cb, sh.OH, sh.OW, cb), body if any(sh.pads) else lambda n, c, y, x, b: te.sum(
+        data[n, c, y * sy + kh * dy, x * sx + kw * dx, b] * wp[c, kh, kw, b], axis=[kh, kw]), "acc")
+    stages = epilogue(acc)
+    out = stages[-1] if stages else acc
+    parts = {Part.ACCUMULATOR: acc}
+    return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule,
+                    parts=parts, epilogue=tuple(stages[:-1]))
+
+
+def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, registers: int) -> tuple[int, int, int]:
+    """(output-channel blocks, rows, columns) of a register tile: accumulators, one weight vector per channel
+    vector and one broadcast input must fit in ``registers``. Only divisors (a partial tile would need guards
+    in the innermost loop); the most accumulators, then the widest rows, then the fewest channel blocks."""
+    best, choice = (0, 0, 0), (1, 1, 1)
+    for oct_ in _divisors(oc_blocks):
+        vec = oct_ * vectors_per_block
+        for owt in _divisors(ow):
+            for oht in _divisors(oh) if owt == ow else (1,):
+                accs = vec * oht * owt
+                if accs + vec + 1 > registers:
+                    continue
+                score = (accs, owt, -oct_)
+                if score > best:
+                    best, choice = score, (oct_, oht, owt)
+    return choice
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def vector_registers(target: Target) -> int:
+    """Vector registers of the target's ISA (AVX-512: 32; AVX2, NEON: 16)."""
+    return 32 if target.vector_bytes >= 64 or target.isa.value == "neon" else 16
+
+
+def default_conv_schedule(op: Operator, target: Target) -> Schedule:
+    """Register tiles of (output-channel blocks x rows x columns), accumulated over the reduction (input-channel
+    block, kh, kw, channels of the block; a depthwise convolution's kh, kw) and written through the epilogue once;
+    parallel over batch, channel tiles and row tiles. The padded input, if any, is made first, in parallel."""
+    s = create_schedule(op.output)
+    out, acc = s[op.output], s[local_accumulator(s, op)]
+    if Part.PADDED_INPUT in op.parts:
+        t = op.parts[Part.PADDED_INPUT]
+        pad = s[t]
+        pad.parallel(pad.fuse(*pad.axis[:3]))
+        if t.shape[-1] % max(1, target.lanes(t.dtype)) == 0:
+            pad.vectorize(pad.axis[-1])
+    n, oc, y, x, ob = out.axis
+    red = acc.reduce_axis
+    depthwise = len(red) == 2  # each output channel reads its own input channel: no channel reuse to tile
+    vectors = -(-ob.extent // max(1, target.lanes(op.output.dtype)))
+    oct_, oht, owt = register_tile(1 if depthwise else oc.extent, y.extent, x.extent, vectors,
+                                   vector_registers(target))
+    oco, oci = out.split(oc, oct_)
+    yo, yi = out.split(y, oht)
+    xo, xi = out.split(x, owt)
+    out.reorder(n, oco, yo, xo, oci, yi, xi, ob)
+    out.parallel(out.fuse(n, oco, yo))
+    out.vectorize(ob)
+    acc.compute_at(out, xo)
+    _, coc, cy, cx, cb = acc.axis
+    acc.reorder(*red, coc, cy, cx, cb)
+    if depthwise:
+        acc.unroll(red[-1])
+    acc.unroll(coc)
+    acc.unroll(cy)
+    acc.unroll(cx)
+    acc.vectorize(cb)
+    return s
+
+
+def conv_blocks(g: Graph, node: Node, lanes: int) -> tuple[int, int]:
+    """The input and output channel blocks of a convolution (its values' layouts) or of a dense layer (its
+    features blocked like channels, ``lanes`` per vector)."""
+    if isinstance(node.op, Dense):
+        sh = ConvShape.of(g, node)
+        return channel_block(sh.C, lanes), channel_block(sh.O, lanes)
+    return g.values[node.inputs[0]].layout.block, g.values[node.outputs[0]].layout.block
+
+
+def is_blocked_conv(g: Graph, node: Node, lanes: int) -> bool:
+    """Whether the node runs as a structured blocked convolution (groups holding whole blocks) or depthwise."""
+    sh = ConvShape.of(g, node)
+    icb, ocb = conv_blocks(g, node, lanes)
+    if not icb or not ocb:
+        return False
+    if sh.depthwise:
+        return icb == ocb
+    return (sh.C // sh.groups) % icb == 0 and (sh.O // sh.groups) % ocb == 0
+
+
+def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int = 1) -> Operator:
+    """The blocked convolution (or depthwise) operator of a Conv or Dense node, its arguments bound in ``a``
+    (``ow_tile``: see ``blocked_conv``)."""
+    sh = ConvShape.of(g, node)
+    icb, ocb = conv_blocks(g, node, lanes)
+    out_v = g.values[node.outputs[0]]
+    w = g.constants.get(node.inputs[1])
+    if w is None:
+        raise NetworkCompileError(f"{node.op.kind} '{node.name}': its weight must be a constant")
+    w = w.reshape(sh.O, sh.C // sh.groups, sh.KH, sh.KW)
+    bias_t: list[Tensor] = []
+
+    def inputs():
+        view = (sh.N, sh.C // icb, 1, 1, icb) if isinstance(node.op, Dense) else None
+        data = a.value(node.inputs[0], "data", view)
+        packed = (w.reshape(sh.C // ocb, ocb, sh.KH, sh.KW).transpose(0, 2, 3, 1) if sh.depthwise
+                  else pack_conv_weight(w, sh.groups, icb, ocb))
+        wp = a.const(packed, "weight")
+        extra = []
+        if node.op.has_bias:
+            bias_t.append(a.value(node.inputs[2], "bias"))
+            extra.append(bias_t[0])
+        ops = _operands(a, g, node)
+        extra += [t for t, _, _ in ops]
+        inputs.operands = ops
+        return data, wp, extra
+
+    def logical(ax):
+        return (ax[0], ax[1] * ocb + ax[4]) if isinstance(node.op, Dense) else logical_index(out_v.layout, ax)
+
+    def epilogue(acc):
+        return epilogue_stages(acc, node.op, bias_t[0] if bias_t else None, inputs.operands, logical)
+
+    if sh.depthwise:
+        return depthwise_conv(sh, ocb, epilogue, inputs)
+    return blocked_conv(sh, icb, ocb, out_v.dtype, epilogue, inputs, ow_tile)
+
+
+def conv_kind(g: Graph, node: Node) -> str:
+    if isinstance(node.op, Dense):
+        return "dense"
+    return "depthwise_conv2d" if ConvShape.of(g, node).depthwise else "conv2d"
+
+
+def conv_kernel(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
+    a = KernelArgs(g)
+    if is_blocked_conv(g, node, lanes):
+        op = conv_operator(g, node, a, lanes)
+        return a.done(conv_kind(g, node), node, op.output, op.default_schedule(target), op.flops)
+    return generic_conv_kernel(g, node, a, lanes)
+
+
+def generic_conv_kernel(g: Graph, node: Node, a: KernelArgs, lanes: int) -> KernelDef:
+    """Any convolution on any layouts (groups not holding whole blocks, channel multipliers): plain loops."""
+    sh = ConvShape.of(g, node)
+    xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
+    x = a.value(node.inputs[0], "data")
+    w = a.value(node.inputs[1], "weight")
+    bias = a.value(node.inputs[2], "bias") if node.op.has_bias else None
+    ops = _operands(a, g, node)
+    cg, og = sh.C // sh.groups, sh.O // sh.groups
+    rc, kh, kw = te.reduce_axis(cg, "rc"), te.reduce_axis(sh.KH, "kh"), te.reduce_axis(sh.KW, "kw")
+    (sy, sx), (dy, dx), (pt, pl, _, _) = sh.strides, sh.dilations, sh.pads
+
+    def body(*axes):
+        n, o, y, xx = logical_index(out_v.layout, axes)
+        c = o // og * cg + rc
+        iy, ix = y * sy + kh * dy - pt, xx * sx + kw * dx - pl
+        inside = te.logical_and(iy >= 0, iy < sh.H, ix >= 0, ix < sh.W)
+        val = read(x, xv.layout, (n, c, clamp(iy, sh.H - 1), clamp(ix, sh.W - 1)))
+        return te.sum(te.select(inside, val, te.const(0, out_v.dtype)) * w[o, rc, kh, kw], axis=[rc, kh, kw])
+
+    acc = te.compute(out_v.layout.storage_shape(out_v.shape), body, "acc")
+    stages = epilogue_stages(acc, node.op, bias, ops, lambda ax: logical_index(out_v.layout, ax))
+    out = stages[-1] if stages else acc
+    s = create_schedule(out)
+    for t in stages[:-1]:
+        s[t].compute_inline()
+    fused = s[out].fuse(*s[out].axis)
+    s[out].parallel(fused)
+    if stages:
+        s[acc].compute_at(s[out], fused)
+    return a.done("conv2d_generic", node, out, s, sh.flops)

@@ -1,0 +1,281 @@
+"""The program of a compiled network: kernel calls in order, each argument placed in an input, an output, the
+constant arena or the planned workspace; and its C source, with one entry point that runs the whole network.
+
+Entry point (the runtime's kernel convention, so the native timer times it like any kernel)::
+
+    int32_t network_run(void** args, int32_t num_threads)
+
+``args`` holds the inputs, then the outputs, then the constant arena, then the workspace.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable
+
+import numpy as np
+
+from .. import te
+from ..arith import Analyzer
+from ..codegen import codegen_c_unit
+from ..graph.ir import Graph, Node, Value
+from ..ir import PrimFunc
+from ..lower import lower
+from ..runtime import ArgSpec
+from ..schedule import create_schedule
+from ..target import Target
+from .declare import declare
+from .kernels import Arg, KernelDef, is_alias, schedule_elementwise
+from .memory import Buffer, align, plan_memory
+
+ENTRY = "network_run"
+PROFILE_ENTRY = "network_profile"
+
+
+class Place(Enum):
+    INPUT = "input"
+    OUTPUT = "output"
+    CONSTANT = "constant"
+    WORKSPACE = "workspace"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a kernel argument lives: input or output number, or a byte offset into the constants or workspace."""
+
+    place: Place
+    offset: int
+
+
+@dataclass(frozen=True)
+class Call:
+    """One step of the network: ``function(slots...)`` for graph node ``node``."""
+
+    function: str
+    node: str
+    slots: tuple[Slot, ...]
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the manifest and ``tasks`` report about one kernel function."""
+
+    function: str
+    kind: str
+    nodes: tuple[str, ...]
+    flops: int
+    template: str | None = None
+
+
+@dataclass
+class Program:
+    """A network ready to be compiled: its C source (every kernel and the entry point), the calls, and the memory
+    they use."""
+
+    name: str
+    inputs: tuple[ArgSpec, ...]
+    outputs: tuple[ArgSpec, ...]
+    source: str = field(repr=False)
+    calls: list[Call]
+    constants: list[tuple[int, np.ndarray]] = field(repr=False)  # (offset, array) in the arena
+    constants_bytes: int
+    workspace_bytes: int
+    kernels: list[KernelInfo]
+    buffers_bytes: int = 0  # what the workspace buffers would take without sharing memory
+
+    def constant_arena(self) -> np.ndarray:
+        """The constants packed into one array of bytes (laid out at their offsets)."""
+        arena = np.zeros(self.constants_bytes, np.uint8)
+        for off, a in self.constants:
+            raw = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+            arena[off:off + raw.size] = raw
+        return arena
+
+
+def entry_source(calls_: list[Call], functions: list[PrimFunc], n_inputs: int, n_outputs: int) -> str:
+    """``network_run``, and ``network_profile``: the same calls, each timed into ``seconds[call]``."""
+    n_io = n_inputs + n_outputs
+    params = {f.name: list(f.args) + list(f.workspaces) for f in functions}
+    calls = []
+    for call in calls_:
+        exprs = []
+        for slot, buf in zip(call.slots, params[call.function]):
+            ctype = buf.dtype.c_type
+            if slot.place is Place.INPUT:
+                exprs.append(f"({ctype}*)args[{slot.offset}]")
+            elif slot.place is Place.OUTPUT:
+                exprs.append(f"({ctype}*)args[{n_inputs + slot.offset}]")
+            else:
+                base = "tt_const" if slot.place is Place.CONSTANT else "tt_work"
+                exprs.append(f"({ctype}*)({base} + {slot.offset})")
+        calls.append((f"{call.function}({', '.join(exprs + ['num_threads'])});", call.node))
+    head = [f"  char* tt_const = (char*)args[{n_io}];", f"  char* tt_work = (char*)args[{n_io + 1}];",
+            "  if (num_threads < 1) num_threads = 1;"]
+    lines = [f"int32_t {ENTRY}(void** args, int32_t num_threads) {{", *head]
+    lines += [f"  {code}  // {node}" for code, node in calls]
+    lines += ["  return 0;", "}", "", "#include <time.h>", "static double tt_now(void) {",
+              "  struct timespec t;", "  clock_gettime(CLOCK_MONOTONIC, &t);",
+              "  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;", "}", "",
+              f"int32_t {PROFILE_ENTRY}(void** args, int32_t num_threads, double* seconds) {{", *head,
+              "  double t0 = tt_now(), t1;"]
+    for k, (code, node) in enumerate(calls):
+        lines += [f"  {code}  // {node}", f"  t1 = tt_now(); seconds[{k}] += t1 - t0; t0 = t1;"]
+    lines += ["  return 0;", "}"]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- building
+
+def _roots(g: Graph) -> dict[str, str]:
+    """Value -> the value whose memory it shares (itself unless an alias node made it)."""
+    root = {name: name for name in g.values}
+    for node in g.nodes:
+        if is_alias(g, node):
+            root[node.outputs[0]] = root[node.inputs[0]]
+    return root
+
+
+def _copy_kernel(g: Graph, src: str, dst: Value) -> KernelDef:
+    """A flat copy of ``src``'s memory into the graph output ``dst`` (same elements, same order)."""
+    n = math.prod(dst.shape) or 1
+    x = te.placeholder((n,), dst.dtype, "src")
+    out = te.compute((n,), lambda i: x[i], "out")
+    s = create_schedule(out)
+    schedule_elementwise(s, out, 1)
+    arg = Arg(const=g.constants[src]) if g.is_constant(src) else Arg(value=src)
+    return KernelDef("copy", s, (x, out), (arg, Arg(value=dst.name)), ("copy", n, dst.dtype))
+
+
+@dataclass
+class _Steps:
+    """The calls of a network before lowering: each node's kernel, and where each value's memory is."""
+
+    steps: list[tuple[str, KernelDef]]  # (node name, kernel)
+    root: dict[str, str]  # value -> the value whose memory it is
+    output_of: dict[str, int]  # root value -> graph output number it is written into
+    input_of: dict[str, int]  # graph input -> its number
+
+
+def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef]) -> _Steps:
+    root = _roots(g)
+    steps = [(node.name, choose(g, node, target)) for node in g.nodes if not is_alias(g, node)]
+    # graph outputs: written in place by their producer, or copied when their memory is not theirs alone
+    output_of: dict[str, int] = {}
+    for j, o in enumerate(g.outputs):
+        r = root[o]
+        if r in g.inputs or g.is_constant(r) or r in output_of:
+            steps.append((f"output {o}", _copy_kernel(g, r, g.values[o])))
+            root[o] = o
+            output_of[o] = j
+        else:
+            output_of[r] = j
+    return _Steps(steps, root, output_of, {name: k for k, name in enumerate(g.inputs)})
+
+
+def place_constants(steps: list[tuple[str, KernelDef]]) -> tuple[list[tuple[int, np.ndarray]], dict[int, int], int]:
+    """Constants laid out one after another (an array several calls share is stored once): ``(offset, array)``
+    pairs, offsets by ``id(array)``, and the arena's size."""
+    constants: list[tuple[int, np.ndarray]] = []
+    at: dict[int, int] = {}
+    top = 0
+    for _, kd in steps:
+        for arg in kd.args:
+            if arg.const is not None and id(arg.const) not in at:
+                at[id(arg.const)] = top
+                constants.append((top, arg.const))
+                top += align(arg.const.nbytes)
+    return constants, at, top
+
+
+def build_program(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef] | None = None,
+                  use_cache: bool = True) -> Program:
+    """Kernels for every node of ``g`` (``choose`` may pick a tuned one; default schedules otherwise), lowered
+    once per distinct kernel, with their calls and memory planned, and the C source of it all.
+
+    Lowering and code generation are skipped when a program with the same kernels was built before on this
+    machine (``cache.py``); only the constants are packed again.
+    """
+    from . import cache
+
+    st = network_steps(g, target, choose or declare)
+    constants, const_at, const_bytes = place_constants(st.steps)
+    specs = (tuple(_spec(g, i) for i in g.inputs), tuple(_spec(g, o) for o in g.outputs))
+    key = cache.program_key(g, target, st) if use_cache else None
+    if key is not None:
+        hit = cache.load(key)
+        if hit is not None:
+            return Program(g.name, *specs, hit.source, hit.calls, constants, const_bytes, hit.workspace_bytes,
+                           hit.kernels, hit.buffers_bytes)
+    program = _lower_and_plan(g, target, st, specs, constants, const_at, const_bytes)
+    if key is not None:
+        cache.store(key, program)
+    return program
+
+
+def _spec(g: Graph, name: str) -> ArgSpec:
+    v = g.values[name]
+    return ArgSpec(name, v.shape, v.dtype, is_output=name in g.outputs)
+
+
+def _lower_and_plan(g: Graph, target: Target, st: _Steps, specs, constants, const_at, const_bytes) -> Program:
+    steps, root, output_of, input_of = st.steps, st.root, st.output_of, st.input_of
+    # one lowered function per distinct kernel
+    functions: list[tuple[PrimFunc, Analyzer]] = []
+    by_key: dict[tuple, int] = {}
+    kernels: list[KernelInfo] = []
+    chosen: list[int] = []
+    for node_name, kd in steps:
+        k = by_key.get(kd.key)
+        if k is None:
+            k = by_key[kd.key] = len(functions)
+            analyzer = Analyzer()
+            name = f"k{k}_{kd.kind}"
+            functions.append((lower(kd.schedule, list(kd.tensors), name, analyzer=analyzer), analyzer))
+            kernels.append(KernelInfo(name, kd.kind, (), kd.flops, kd.template))
+        info = kernels[k]
+        kernels[k] = KernelInfo(info.function, info.kind, info.nodes + (node_name,), info.flops, info.template)
+        chosen.append(k)
+
+    # lifetimes of the values kept in the workspace, and of each call's scratch buffers
+    last_read: dict[str, int] = {}
+    first_write: dict[str, int] = {}
+    for i, (_, kd) in enumerate(steps):
+        for arg in kd.args[:-1]:
+            if arg.value is not None:
+                last_read[root[arg.value]] = i
+        first_write.setdefault(root[kd.args[-1].value], i)
+    buffers = []
+    for r, i in first_write.items():
+        if r not in output_of and r not in input_of:
+            v = g.values[r]
+            size = math.prod(v.layout.storage_shape(v.shape)) * np.dtype(v.dtype).itemsize
+            buffers.append(Buffer(r, size, i, max(i, last_read.get(r, i))))
+    for i, k in enumerate(chosen):
+        for w in functions[k][0].workspaces:
+            buffers.append(Buffer(f"{i}:{w.name}", w.size * w.dtype.bytes, i, i))
+    plan = plan_memory(buffers)
+
+    calls = []
+    for i, ((node_name, kd), k) in enumerate(zip(steps, chosen)):
+        slots = []
+        for arg in kd.args:
+            if arg.const is not None:
+                slots.append(Slot(Place.CONSTANT, const_at[id(arg.const)]))
+                continue
+            r = root[arg.value]
+            if r in input_of:
+                slots.append(Slot(Place.INPUT, input_of[r]))
+            elif r in output_of:
+                slots.append(Slot(Place.OUTPUT, output_of[r]))
+            else:
+                slots.append(Slot(Place.WORKSPACE, plan.offsets[r]))
+        for w in functions[k][0].workspaces:
+            slots.append(Slot(Place.WORKSPACE, plan.offsets[f"{i}:{w.name}"]))
+        calls.append(Call(functions[k][0].name, node_name, tuple(slots)))
+
+    main = entry_source(calls, [f for f, _ in functions], len(specs[0]), len(specs[1]))
+    source = codegen_c_unit(functions, target, main,
+                            comment=f"network '{g.name}': {len(calls)} calls of {len(functions)} kernels")
+    return Program(g.name, *specs, source, calls, constants, const_bytes, plan.total, kernels,
+                   sum(align(b.size) for b in buffers))

@@ -1,0 +1,102 @@
+"""Kernels from a tuning log: the best config of a node's task schedules its fused kernel.
+
+A convolution's (or dense layer's) config comes from the ``conv2d_nchwc_packed`` template, a depthwise
+convolution's from ``depthwise_conv2d_nchwc_packed``; the template schedules the network's fused kernel through
+its ``declare`` hook (the epilogue stages are inlined into the output stage). A node whose task has no successful
+record, or whose template would use other channel blocks than the network's layout, keeps its default schedule
+(the latter with a warning).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+from ..autotvm.record import RecordWarning, load_records, pick_best, task_records
+from ..autotvm.space import ConfigEntity
+from ..autotvm.task import Task
+from ..errors import TensortuneError
+from ..dtype import DType
+from ..graph.ir import Graph, Node
+from ..graph.tasks import CONV_TEMPLATE, node_task
+from ..target import Target
+from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv
+from .declare import declare
+from .kernels import KernelArgs, KernelDef, NetworkCompileError
+
+
+class TunedLayoutWarning(RecordWarning):
+    """A tuned config was left out: its template blocks channels differently from the network's layout."""
+
+
+class _BlockMismatch(TensortuneError):
+    pass
+
+
+class TunedKernels:
+    """``choose(graph, node, target)`` for ``build_program``: tuned where the log has a record, default elsewhere.
+
+    ``applied`` maps each node that got a tuned config to ``(template, config index)``.
+    """
+
+    def __init__(self, log: str | os.PathLike, target: Target):
+        if not os.path.isfile(log):
+            raise NetworkCompileError(f"no such tuning log: {os.fspath(log)}")
+        self.records = load_records(log)
+        self.target = target
+        self.applied: dict[str, tuple[str, int]] = {}
+        self._best: dict[str, int | None] = {}
+
+    def best_index(self, task: Task) -> int | None:
+        """The config index of the task's best successful record, or None."""
+        key = task.workload_key
+        if key not in self._best:
+            self._best[key] = None
+            mine = [r for r in self.records if r.matches(task)]
+            if mine:  # only then is the task's space built (to drop records the template no longer means)
+                try:
+                    rec = pick_best(task_records(mine, task), task.target, key).get(key)
+                except TensortuneError as e:  # the template cannot make this task's space any more
+                    warnings.warn(f"records of {key} left out: {e}", RecordWarning, stacklevel=2)
+                    rec = None
+                self._best[key] = None if rec is None else rec.config_index
+        return self._best[key]
+
+    def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
+        task = node_task(g, node, target)
+        index = None if task is None else self.best_index(task)
+        if task is None or index is None:
+            return declare(g, node, target)
+        try:
+            kd = tuned_conv(g, node, task, index)
+        except _BlockMismatch as e:
+            warnings.warn(f"node '{node.name}': {e}; using its default schedule", TunedLayoutWarning, stacklevel=2)
+            return declare(g, node, target)
+        self.applied[node.name] = (task.name, index)
+        return kd
+
+
+def _config(task: Task, index: int) -> ConfigEntity:
+    return ConfigEntity(task.space, index, task.target)
+
+
+def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
+    """The fused convolution (or dense layer) of ``node`` scheduled by config ``index`` of its task."""
+    lanes = max(1, task.target.lanes(DType.float32))
+    if not is_blocked_conv(g, node, lanes):
+        raise _BlockMismatch("the convolution does not run in the blocked layout")
+    a = KernelArgs(g)
+    blocks = conv_blocks(g, node, lanes)
+
+    def declare_fused(*args, ow_tile: int = 1):
+        # called like ops.conv2d_nchwc_packed (..., icb, ocb, dtype, ow_tile=) or ops.depthwise_conv2d_nchwc_packed
+        # (..., cb, dtype): the template's blocks must be the layout's
+        given = tuple(args[-3:-1]) if task.name == CONV_TEMPLATE else (args[-2], args[-2])
+        if given != blocks:
+            raise _BlockMismatch(f"the tuned config blocks channels by {given[0]}/{given[1]}, the network's layout by "
+                                 f"{blocks[0]}/{blocks[1]}")
+        return conv_operator(g, node, a, lanes, ow_tile)
+
+    s, op = task.template.fn(_config(task, index), *task.args, declare=declare_fused)
+    kd = a.done(conv_kind(g, node), node, op.output, s, op.flops, extra_key=(task.name, index))
+    kd.template = task.name
+    return kd

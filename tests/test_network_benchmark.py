@@ -1,0 +1,56 @@
+"""``benchmarks/e2e.py`` without timing anything: its table and BENCHMARKS.md section from a fake report, and the
+PyTorch executor of the graph IR that it times, against the reference interpreter."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def e2e(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module("e2e")
+
+
+def _report():
+    row = {"tensortune": {"median_s": 0.012}, "tensortune_tuned": {"unavailable": "no --log given"},
+           "onnxruntime": {"median_s": 0.010}, "torch": {"unavailable": "torch is not installed"},
+           "torch_compile": {"error": "boom"}, "tensortune_passive": {"median_s": 0.011},
+           "onnxruntime_no_spin": {"median_s": 0.009}}
+    return {"machine": "a test machine", "repeat": 3, "min_repeat_ms": 5.0, "log": None,
+            "models": {"resnet18": {"compile_cold_s": 10.0, "compile_warm_s": 0.5, "calls": 24,
+                                    "threads": {"1": row}, "peak_rss_mib": {"tensortune": 90.0, "onnxruntime": 200.0}}}}
+
+
+def test_table_and_section(e2e, tmp_path):
+    text = e2e.table(_report())
+    assert "| tensortune, default schedules | 12.00 ms (1.20x) |" in text
+    assert "| torch.compile | boom |" in text and "(0.45x)" in text
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text("# Benchmarks\n\n## Other\n\nkept\n")
+    e2e.write_section(md, text)
+    e2e.write_section(md, text.replace("12.00", "13.00"))  # replaced, not appended twice
+    out = md.read_text()
+    assert out.count(e2e.SECTION) == 1 and "13.00 ms" in out and "kept" in out
+
+
+def test_torch_executor_equals_the_interpreter(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from torch_graph import GraphModule
+
+    from tensortune.graph import import_onnx, interpret
+    from tensortune.graph.passes import fold_constants
+    from tensortune.network import zoo
+
+    g = fold_constants(import_onnx(zoo.mobilenet_v2(image=32)))
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)
+    with torch.inference_mode():
+        got = GraphModule(g)(torch.from_numpy(x)).numpy()
+    expected = interpret(g, {"input": x})[g.outputs[0]]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(expected).max())))

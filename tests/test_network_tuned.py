@@ -1,0 +1,115 @@
+"""Tasks of a network, and compiling with a tuning log: the best config of each task schedules its fused kernel."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from onnx_models import assert_close, ort_run, rand
+from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
+from tensortune.autotvm.record import append_records
+from tensortune.dtype import DType
+from tensortune.graph.tasks import extract_tasks
+from tensortune.network import optimized_graph, zoo
+from tensortune.network.tuned import TunedLayoutWarning
+
+
+@pytest.fixture
+def template_lanes(monkeypatch):
+    """The conv template's channel block set to this machine's vector length, as the target-derived blocks of the
+    templates will give it (a no-op once the templates read the block from the target)."""
+    from tensortune.autotvm.templates import conv2d
+
+    lanes = tt.Target.host().lanes(DType.float32)
+    monkeypatch.setattr(conv2d, "LANES", lanes, raising=False)
+    return lanes
+
+
+def test_resnet18_tasks_share_workloads():
+    target = tt.Target.host()
+    tasks = extract_tasks(optimized_graph(zoo.resnet18(image=32), target), target)
+    assert len(tasks) == 12 and sum(t.occurrences for t in tasks) == 21
+    assert [t.occurrences for t in tasks if t.task and t.task.args[1:] == (64, 8, 8, 64, 3, 1, 1)] == [4]
+    assert tasks[-1].kind == "dense" and tasks[-1].task.args == (1, 512, 1, 1, 1000, 1, 1, 0)
+    keys = [t.workload for t in tasks]
+    assert len(set(keys)) == len(keys)
+
+
+def test_depthwise_tasks_and_their_tuned_configs(tmp_path):
+    m = zoo.mobilenet_v2(image=32)
+    target = tt.Target.host()
+    tasks = extract_tasks(optimized_graph(m, target), target)
+    depthwise = [t for t in tasks if t.kind == "depthwise_conv2d"]
+    assert depthwise and all(t.task.name == "depthwise_conv2d_nchwc_packed" for t in depthwise)
+    _log(tmp_path / "log.jsonl", [t.task for t in depthwise[:3]])
+    module = tt.compile(m, log=tmp_path / "log.jsonl")
+    tuned = [k for k in module.manifest.kernels if k.template]
+    assert tuned and {k.kind for k in tuned} == {"depthwise_conv2d"}
+    x = rand((1, 3, 32, 32), 6)
+    assert_close(module(x), ort_run(m, {"input": x})[0])
+
+
+def _log(path, tasks, seed=0):
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for t in tasks:
+        for k in range(2):  # the faster of two records is the best
+            index = int(rng.integers(len(t.space)))
+            pairs.append((MeasureInput(t, index), MeasureResult((1e-3 * (k + 1),), ErrorKind.NONE, "", 0.1,
+                                                                time.time())))
+    append_records(path, pairs)
+    return pairs
+
+
+def test_compile_with_a_log_uses_its_best_configs(tmp_path, template_lanes):
+    m = zoo.resnet18(image=32)
+    target = tt.Target.host()
+    tasks = [t.task for t in extract_tasks(optimized_graph(m, target), target)]
+    chosen = [tasks[1], tasks[4], tasks[-1]]  # 3x3 convolutions (with and without residual), the dense layer
+    pairs = _log(tmp_path / "log.jsonl", chosen)
+    module = tt.compile(m, log=tmp_path / "log.jsonl")
+    tuned = {k.function: k.template for k in module.manifest.kernels if k.template}
+    assert set(tuned.values()) == {"conv2d_nchwc_packed"} and "dense" in {k.kind for k in module.manifest.kernels
+                                                                          if k.template}
+    assert sum(len(k.nodes) for k in module.manifest.kernels if k.template) == 4 + 3 + 1
+    x = rand((1, 3, 32, 32), 5)
+    assert_close(module(x), ort_run(m, {"input": x})[0])
+    from tensortune.network.tuned import TunedKernels
+
+    best = TunedKernels(tmp_path / "log.jsonl", target)
+    assert best.best_index(chosen[0]) == pairs[0][0].config_index
+
+
+def test_tuned_config_with_other_channel_blocks_is_left_out(tmp_path):
+    from tensortune.graph import import_onnx
+    from tensortune.graph.passes import optimize
+    from tensortune.network.program import build_program
+    from tensortune.network.tuned import TunedKernels
+
+    m = zoo.resnet18(image=32)
+    target = tt.Target.host()
+    graph = optimize(import_onnx(m), 4)  # a layout of 4-channel blocks, which no template of this target uses
+    tasks = [t.task for t in extract_tasks(graph, target)]
+    _log(tmp_path / "log.jsonl", [tasks[1]])
+    choose = TunedKernels(tmp_path / "log.jsonl", target)
+    with pytest.warns(TunedLayoutWarning, match="blocks channels by"):
+        program = build_program(graph, target, choose)
+    assert not choose.applied and not any(k.template for k in program.kernels)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_packed_template_configs_equal_the_reference(stride):
+    from tensortune.autotvm.catalog import create_task
+
+    task = create_task("depthwise_conv2d", {"C": 16, "H": 9, "W": 9, "K": 3, "stride": stride, "pad": 1},
+                       template="depthwise_conv2d_nchwc_packed")
+    x, w = task.make_inputs()
+    expected = task.reference([x, w])
+    for index in np.random.default_rng(stride).choice(len(task.space), size=min(4, len(task.space)), replace=False):
+        s, op = task.instantiate(int(index))
+        module = tt.build(s, list(op.args))
+        y = op.empty_output()
+        module(*task.kernel_inputs(int(index), [x, w]), y)
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
