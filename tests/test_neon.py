@@ -95,6 +95,7 @@ TEMPLATE_TASKS = {
     "conv2d_nchwc_packed": ("conv2d", {"IC": 16, "OC": 16, "H": 5, "W": 5, "K": 3, "pad": 1}),
     "depthwise_conv2d_nchwc": ("depthwise_conv2d", {"C": 16, "H": 7, "W": 7, "K": 3, "pad": 1}),
     "conv2d_winograd_nchwc_packed": ("conv2d", {"IC": 8, "OC": 8, "H": 5, "W": 5, "K": 3, "pad": 1}),
+    "depthwise_conv2d_nchwc_packed": ("depthwise_conv2d", {"C": 8, "H": 7, "W": 7, "K": 3, "stride": 2, "pad": 1}),
 }
 CONFIGS_PER_TEMPLATE = 3
 

@@ -3,16 +3,19 @@ from __future__ import annotations
 
 from .. import te
 from .conv import conv_out_size, conv_parts, depthwise_conv2d_nchw
-from .conv_packed import _block_nchw, _check_block, _naive
+from ..target import Target
+from .conv_packed import _block_nchw, _check_block, _lanes, _schedule_packed, packed_blocks
 from .operator import Operator
 from .pad import padded_read
 
 
 def depthwise_conv2d_nchwc_packed(N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
-                                  cb: int = 16, dtype: str = "float32", name: str = "depthwise_conv2d") -> Operator:
+                                  cb: int | None = None, dtype: str = "float32", name: str = "depthwise_conv2d",
+                                  target: Target | None = None) -> Operator:
     """``data [N, C/cb, H, W, cb]`` convolved channel by channel with ``weight_packed [C/cb, K, K, cb]`` into
-    ``[N, C/cb, OH, OW, cb]``. ``prepare`` makes both from NCHW / ``[C, 1, K, K]`` arrays; the reference is the
-    NCHW result in the same blocked layout."""
+    ``[N, C/cb, OH, OW, cb]`` (``cb``: one vector of ``target`` by default). ``prepare`` makes both from NCHW /
+    ``[C, 1, K, K]`` arrays; the reference is the NCHW result in the same blocked layout."""
+    cb = cb or packed_blocks(C, C, _lanes(target, dtype))[1]
     _check_block(C, cb, f"{name}: channel")
     OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C // cb, H, W, cb), dtype, "data_packed")
@@ -29,7 +32,7 @@ def depthwise_conv2d_nchwc_packed(N: int, C: int, H: int, W: int, K: int, stride
     def prepare(x, w):
         return [_block_nchw(x, cb), w.reshape(C // cb, cb, K, K).transpose(0, 2, 3, 1)]
 
-    return Operator(name, (data, wp), out, 2 * N * C * OH * OW * K * K, reference, _naive, prepare,
+    return Operator(name, (data, wp), out, 2 * N * C * OH * OW * K * K, reference, _schedule_packed, prepare,
                     ((N, C, H, W), (C, 1, K, K)), parts=conv_parts(data, data, out))
 
 
