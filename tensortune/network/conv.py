@@ -189,17 +189,18 @@ def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[
                     parts=parts, epilogue=tuple(stages[:-1]))
 
 
-def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, registers: int) -> tuple[int, int, int]:
+def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, target: Target) -> tuple[int, int, int]:
     """(output-channel blocks, rows, columns) of a register tile: accumulators, one weight vector per channel
-    vector and one broadcast input must fit in ``registers``. Only divisors (a partial tile would need guards
-    in the innermost loop); the most accumulators, then the widest rows, then the fewest channel blocks."""
+    vector and one broadcast input must fit the target's registers (``Target.accumulator_budget``). Only
+    divisors (a partial tile would need guards in the innermost loop); the most accumulators, then the widest
+    rows, then the fewest channel blocks."""
     best, choice = (0, 0, 0), (1, 1, 1)
     for oct_ in _divisors(oc_blocks):
         vec = oct_ * vectors_per_block
         for owt in _divisors(ow):
             for oht in _divisors(oh) if owt == ow else (1,):
                 accs = vec * oht * owt
-                if accs + vec + 1 > registers:
+                if accs > target.accumulator_budget(vec):
                     continue
                 score = (accs, owt, -oct_)
                 if score > best:
@@ -209,11 +210,6 @@ def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, regi
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def vector_registers(target: Target) -> int:
-    """Vector registers of the target's ISA (AVX-512: 32; AVX2, NEON: 16)."""
-    return 32 if target.vector_bytes >= 64 or target.isa.value == "neon" else 16
 
 
 def default_conv_schedule(op: Operator, target: Target) -> Schedule:
@@ -232,8 +228,7 @@ def default_conv_schedule(op: Operator, target: Target) -> Schedule:
     red = acc.reduce_axis
     depthwise = len(red) == 2  # each output channel reads its own input channel: no channel reuse to tile
     vectors = -(-ob.extent // max(1, target.lanes(op.output.dtype)))
-    oct_, oht, owt = register_tile(1 if depthwise else oc.extent, y.extent, x.extent, vectors,
-                                   vector_registers(target))
+    oct_, oht, owt = register_tile(1 if depthwise else oc.extent, y.extent, x.extent, vectors, target)
     oco, oci = out.split(oc, oct_)
     yo, yi = out.split(y, oht)
     xo, xi = out.split(x, owt)
@@ -242,7 +237,7 @@ def default_conv_schedule(op: Operator, target: Target) -> Schedule:
     out.vectorize(ob)
     acc.compute_at(out, xo)
     _, coc, cy, cx, cb = acc.axis
-    acc.reorder(*red, coc, cy, cx, cb)
+    acc.reorder(*red, cy, cx, coc, cb)  # positions outside channel vectors: one broadcast input serves all vectors
     if depthwise:
         acc.unroll(red[-1])
     acc.unroll(coc)
