@@ -9,6 +9,7 @@
     tensortune compile model.onnx -o model.tt [--log tuned.jsonl] [--shape input=1,3,224,224]
     tensortune run model.tt --input x.npy [--output y.npy]
     tensortune tasks model.onnx        # the network's tuning tasks, with FLOPs and share of the network's FLOPs
+    tensortune tune-model model.onnx --trials 2000 --log net.jsonl   # every task within one budget (resumable)
 
 A user mistake (unknown operator, malformed shape, missing log...) prints one line on stderr and exits
 with status 2; ``--json`` prints one JSON object on stdout instead of the text summary.
@@ -181,6 +182,26 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", metavar="FILE", help="write the output (.npy; .npz for several outputs)")
     r.add_argument("--threads", type=_positive, help="threads (default: all usable cores)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+
+    tm = sub.add_parser("tune-model", help="tune every task of an ONNX network within one trial budget",
+                        description="Share --trials trials among the network's tuning tasks by expected gain (each "
+                                    "round to the task whose next trials should lower the network's latency most, "
+                                    "after Ansor's task scheduler), logging every trial to one file. Rerunning the "
+                                    "same command resumes; 'tensortune compile MODEL --log LOG' then uses the log.")
+    tm.add_argument("model", metavar="MODEL.onnx")
+    tm.add_argument("--trials", type=_positive, required=True, help="trials in total, the log's included")
+    tm.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to, resumed from)")
+    tm.add_argument("--target", help="target string (default: this machine)")
+    tm.add_argument("--shape", nargs="+", metavar="NAME=DIMS", help=shape_help)
+    tm.add_argument("--tuner", choices=list(TUNERS), default="xgb", help="search strategy of each task (default xgb)")
+    tm.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
+                    help="how rounds are shared among tasks (default: by expected gain)")
+    tm.add_argument("--round-size", type=_positive, default=16, help="trials per round (default 16)")
+    tm.add_argument("--threads", type=_positive, help="threads of each measured kernel (default: all usable cores)")
+    tm.add_argument("--seed", type=int, help="seed of the tuners' random choices")
+    tm.add_argument("--curve", metavar="FILE.json", help="write the estimated latency after each round")
+    tm.add_argument("--quiet", action="store_true", help="no progress display")
+    tm.add_argument("--json", action="store_true", help="print one JSON object")
 
     k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
                        description="List the convolution and dense workloads of an ONNX network after graph "
@@ -677,6 +698,49 @@ def _save_outputs(path: str, outputs: dict) -> None:
         raise CLIError(f"cannot write the output {path}: {e.strerror or e}") from None
 
 
+def cmd_tune_model(args: argparse.Namespace) -> int:
+    from .autotvm.measure import MeasureOptions, Measurer, RunOptions
+    from .network.tuning import network_tasks, weighted_tasks
+    from .autotvm.scheduler import TaskScheduler
+
+    target = _target(args.target)
+    _check_log_writable(args.log)
+    tasks = network_tasks(args.model, target, parse_input_shapes(args.shape))
+    items = weighted_tasks(tasks)
+    if not items:
+        raise CLIError(f"{args.model} has no convolution or dense layer a template computes: nothing to tune")
+    start = time.perf_counter()
+    try:
+        with Measurer(MeasureOptions(runner=RunOptions(num_threads=args.threads))) as measurer:
+            result = TaskScheduler(items, args.trials, tuner=args.tuner, round_size=args.round_size,
+                                   log_file=args.log, measure=measurer.measure, strategy=args.strategy,
+                                   seed=args.seed, progress=not args.quiet).run()
+    except KeyboardInterrupt:
+        _error(f"interrupted; the measured trials are in {args.log}: rerun the same command to resume")
+        return EXIT_INTERRUPTED
+    rows = [{"task": str(w.task), "occurrences": w.weight, "trials": n, "best_latency_s": lat,
+             "best_config_index": i} for w, n, lat, i in zip(result.tasks, result.trials, result.best_latency,
+                                                               result.best_index)]
+    summary = {"model": args.model, "target": str(target), "log": args.log, "trials": sum(result.trials),
+               "stop_reason": result.stop_reason, "estimated_latency_s": result.estimated_latency,
+               "wall_s": time.perf_counter() - start, "tasks": rows}
+    if args.curve:
+        with open(args.curve, "w") as f:
+            json.dump([{"trials": t, "seconds": sec, "estimated_latency_s": lat} for t, sec, lat in result.curve], f)
+    if args.json:
+        print(json.dumps(summary))
+        return EXIT_OK
+    est = result.estimated_latency
+    print(f"network   {args.model}: {len(items)} tasks, {summary['trials']} trials; {result.stop_reason}")
+    print(f"latency   {_fmt_seconds(est) if est != float('inf') else 'unknown (a task has no successful kernel)'} "
+          "estimated (sum over tasks of occurrences x best latency; compile to measure it)")
+    print(f"  {'task':<58} {'x':>3} {'trials':>6} {'best':>10}")
+    for r in rows:
+        print(f"  {r['task']:<58} {r['occurrences']:>3} {r['trials']:>6} {_fmt_seconds(r['best_latency_s']):>10}")
+    print(f"log       {args.log} (compile with: tensortune compile {args.model} -o OUT --log {args.log})")
+    return EXIT_OK
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     from .graph.tasks import extract_tasks
     from .network import optimized_graph
@@ -707,7 +771,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tune": cmd_tune, "best": cmd_best, "show": cmd_show, "bench": cmd_bench, "worker": cmd_worker,
-    "compile": cmd_compile, "run": cmd_run, "tasks": cmd_tasks,
+    "compile": cmd_compile, "run": cmd_run, "tasks": cmd_tasks, "tune-model": cmd_tune_model,
 }
 
 if __name__ == "__main__":

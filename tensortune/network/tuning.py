@@ -1,0 +1,37 @@
+"""Tuning a whole network: its tasks, weighted by how often they run, share one trial budget.
+
+The network's tasks are those of ``tensortune tasks`` (each distinct fused convolution, depthwise
+convolution or dense layer a template computes, with its number of occurrences); the
+``TaskScheduler`` gives each round of trials to the task expected to lower the network's latency
+most. One log holds every task's records; ``tensortune compile --log`` then uses them.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+from ..autotvm.scheduler import NetworkTuneResult, TaskScheduler, WeightedTask
+from ..graph.tasks import NetworkTask, extract_tasks
+from ..target import Target
+from .compile_model import optimized_graph
+
+
+def network_tasks(model, target: Target, shapes: Mapping[str, Sequence[int]] | None = None) -> list[NetworkTask]:
+    """The tuning tasks of ``model`` (a path, bytes, ``ModelProto`` or ``Graph``) for ``target``."""
+    return extract_tasks(optimized_graph(model, target, shapes), target)
+
+
+def weighted_tasks(tasks: Sequence[NetworkTask]) -> list[WeightedTask]:
+    """The tasks a template computes, each weighted by its occurrences in the network."""
+    return [WeightedTask(t.task, t.occurrences) for t in tasks if t.task is not None]
+
+
+def tune_model(model, n_trial: int, log_file: str | os.PathLike, target: Target | None = None,
+               shapes: Mapping[str, Sequence[int]] | None = None, **options) -> NetworkTuneResult:
+    """Tune every task of ``model`` within ``n_trial`` trials in total (the log's included: a rerun resumes).
+
+    ``options`` go to ``TaskScheduler`` (``tuner``, ``round_size``, ``strategy``, ``measure``, ``seed``...).
+    """
+    target = target or Target.host()
+    items = weighted_tasks(network_tasks(model, target, shapes))
+    return TaskScheduler(items, n_trial, log_file=log_file, **options).run()

@@ -1,0 +1,75 @@
+"""Tuning a whole network within one budget, then compiling it with the log: tuned kernels, same answers."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import tensortune.network as nw
+from onnx_models import assert_close, ort_run, rand
+from tensortune.autotvm.measure.result import ErrorKind, MeasureResult
+from tensortune.autotvm.record import load_records
+from tensortune.cli import main
+from tensortune.network import zoo
+from tensortune.network.tuning import network_tasks, tune_model, weighted_tasks
+from tensortune.target import Target
+
+IMAGE = 32
+
+
+def fake_measure(inputs):
+    """Every config 'runs' at a speed drawn from its index: no hardware, any valid config can win."""
+    return [MeasureResult((1e-6 * (1 + (i.config_index * 7919) % 97),), ErrorKind.NONE, "", 0.0) for i in inputs]
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return zoo.resnet18(image=IMAGE)
+
+
+def test_the_networks_tasks_carry_their_occurrences(resnet):
+    target = Target.host()
+    tasks = network_tasks(resnet, target)
+    weighted = weighted_tasks(tasks)
+    assert sum(w.weight for w in weighted) == sum(t.occurrences for t in tasks if t.task is not None)
+    assert max(w.weight for w in weighted) > 1  # repeated layers share one task
+    assert len({w.task.workload_key for w in weighted}) == len(weighted)
+
+
+def test_a_tuned_network_uses_its_log_and_still_equals_onnxruntime(resnet, tmp_path):
+    log = tmp_path / "net.jsonl"
+    result = tune_model(resnet, 160, log, tuner="random", round_size=8, measure=fake_measure, seed=0,
+                        progress=False)
+    assert sum(result.trials) == 160 and len(load_records(log)) == 160
+    tuned_tasks = sum(1 for n in result.trials if n > 0)
+    assert tuned_tasks == len(result.tasks)  # every task had its first round
+    module = nw.compile(resnet, log=log)
+    tuned = [k for k in module.manifest.kernels if k.template]
+    assert len(tuned) >= tuned_tasks - 1  # (a config whose blocks differ from the layout falls back)
+    x = rand((1, 3, IMAGE, IMAGE), 3)
+    (expected,) = ort_run(resnet, {"input": x})
+    assert_close(module(x), expected, "tuned resnet18")
+
+
+def test_tune_model_on_the_command_line_resumes(resnet, tmp_path, capsys):
+    model = tmp_path / "resnet.onnx"
+    model.write_bytes(resnet.SerializeToString())
+    log, curve = tmp_path / "net.jsonl", tmp_path / "curve.json"
+    args = ["tune-model", str(model), "--trials", "16", "--log", str(log), "--round-size", "8", "--tuner", "random",
+            "--quiet", "--json", "--curve", str(curve)]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["trials"] == 16 and len(load_records(log)) == 16
+    assert [c["trials"] for c in json.loads(curve.read_text())] == [8, 16]
+    assert main([*args[:3], "24", *args[4:]]) == 0  # more trials: the 16 logged ones are not measured again
+    second = json.loads(capsys.readouterr().out)
+    records = load_records(log)
+    assert second["trials"] == 24 and len(records) == 24
+    assert max(Counter((r.workload, r.config_index) for r in records).values()) == 1
+
+
+def test_tune_model_errors_are_one_line(tmp_path, capsys):
+    assert main(["tune-model", str(tmp_path / "missing.onnx"), "--trials", "8", "--log", str(tmp_path / "l")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
