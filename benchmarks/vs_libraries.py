@@ -15,8 +15,8 @@ least ``--min-repeat-ms`` each, median), on 1 and on 2 threads:
   onnxruntime on a one-node ONNX model, ``numpy.matmul`` (OpenBLAS overrides unset) and ``torch.matmul``.
 
 It prints a markdown table (GFLOP/s, percent of the FMA peak, ratio tensortune / best peer) with the
-geometric means, writes ``--json``, replaces the section between ``<!-- vs_libraries:begin -->`` and
-``<!-- vs_libraries:end -->`` of the ``--benchmarks-md`` file, and last draws a bar chart (``--png``;
+geometric means, writes ``--json``, replaces the section between ``<!-- vs_libraries:<isa>:begin -->`` and
+``<!-- vs_libraries:<isa>:end -->`` of the ``--benchmarks-md`` file, and last draws a bar chart (``--png``;
 skipped with a note when matplotlib is missing).
 
     python benchmarks/vs_libraries.py                          # default trials: about an hour here
