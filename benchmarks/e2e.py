@@ -174,7 +174,7 @@ class _Peer:
         self.proc.wait()
 
 
-def _time_interleaved(specs: dict[str, dict], repeat: int) -> dict[str, dict]:
+def time_interleaved(specs: dict[str, dict], repeat: int) -> dict[str, dict]:
     """Each peer's median of ``repeat`` timings, taken in turns (one timing of each peer per round), so that the
     load of a shared machine changes under all peers alike."""
     peers = {name: _Peer(spec, dict(os.environ, **PEER_ENV.get(name, {}))) for name, spec in specs.items()}
@@ -203,7 +203,7 @@ def _compile_child(spec: dict) -> dict:
     return {"compile_s": seconds, "calls": module.manifest.calls, "tuned_calls": tuned}
 
 
-def _compile(model: Path, network: Path, cache: Path, log: str | None = None) -> dict:
+def compile_network(model: Path, network: Path, cache: Path, log: str | None = None) -> dict:
     env = dict(os.environ, TENSORTUNE_CACHE_DIR=str(cache))
     return _spawn({"compile": True, "model": str(model), "network": str(network), "log": log}, env)
 
@@ -259,12 +259,12 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
         expected = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
         np.save(work / f"{name}_expected.npy", expected)
         cold_cache = work / f"cache-{name}"
-        cold = _compile(model, work / f"{name}.tt", cold_cache)
-        warm = _compile(model, work / f"{name}.tt", cold_cache)
+        cold = compile_network(model, work / f"{name}.tt", cold_cache)
+        warm = compile_network(model, work / f"{name}.tt", cold_cache)
         entry = {"compile_cold_s": cold.get("compile_s"), "compile_warm_s": warm.get("compile_s"),
                  "calls": cold.get("calls"), "threads": {}}
         if log:
-            tuned = _compile(model, work / f"{name}-tuned.tt", cold_cache, log)
+            tuned = compile_network(model, work / f"{name}-tuned.tt", cold_cache, log)
             entry["tuned_calls"] = tuned.get("tuned_calls")
         for threads in thread_counts:
             specs, row = {}, {}
@@ -276,7 +276,7 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
                 specs[peer] = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
                                "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
                                "min_ms": min_ms}
-            row.update(_time_interleaved(specs, repeat))
+            row.update(time_interleaved(specs, repeat))
             for peer in PEERS:
                 print(f"{name} {threads} thread(s) {LABELS[peer]}: {_fmt(row[peer])}", flush=True)
             entry["threads"][str(threads)] = {peer: row[peer] for peer in PEERS}

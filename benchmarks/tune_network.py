@@ -1,0 +1,197 @@
+"""Whole-network tuning: the network's latency as its tasks are tuned, and the task scheduler against an equal split.
+
+For each ``--strategies`` entry (``gradient``: the task scheduler, after Ansor; ``round-robin``: every task in
+turn, the same budget split equally), the network (ResNet-18 or MobileNetV2, batch 1, 224x224, float32, random
+weights, built here) is tuned from an empty log with ``tune_model`` up to each of ``--checkpoints`` trials in
+total (the log resumes from one checkpoint to the next, as a user's interrupted run would). At every checkpoint
+the network is compiled with the log and its real latency is measured in a child process, in turns with
+onnxruntime (the e2e protocol of ``e2e.py``: warm-up, timings of at least ``--min-ms``, median), on ``--threads``
+threads. Reported per strategy: the estimated latency after each round (sum over tasks of occurrences x best
+kernel latency, from the tuning run) and the measured latency at each checkpoint, against trials and against
+tuning minutes (compile and timing at the checkpoints not counted); the minutes until the measured latency is
+within 5% of the run's best; and, last, the strategies' final modules timed in turns with onnxruntime.
+
+    python benchmarks/tune_network.py --model resnet18 --trials 500 --strategies gradient round-robin \\
+        --json results/tune_network_resnet18.json --png docs/figures/tune_network_resnet18.png
+
+The logs stay in ``--out`` (default ``results/tune_network``) for ``e2e.py --log`` and ``tensortune compile``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from common import pyplot, write_json
+from e2e import compile_network, machine, time_interleaved
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timing_spec(model: Path, network: Path | None, work: Path, threads: int, min_ms: float) -> dict:
+    peer = "onnxruntime" if network is None else "tensortune"
+    return {"peer": peer, "threads": threads, "model": str(model), "network": str(network or ""),
+            "input": str(work / "input.npy"), "expected": str(work / "expected.npy"), "min_ms": min_ms}
+
+
+def measure(model: Path, networks: dict[str, Path], work: Path, threads: int, repeat: int, min_ms: float) -> dict:
+    """Median seconds per run of each compiled network and of onnxruntime, timed in turns."""
+    specs = {name: timing_spec(model, path, work, threads, min_ms) for name, path in networks.items()}
+    specs["onnxruntime"] = timing_spec(model, None, work, threads, min_ms)
+    return {name: r.get("median_s", r.get("error") or r.get("unavailable"))
+            for name, r in time_interleaved(specs, repeat).items()}
+
+
+def tune_strategy(strategy: str, args, model: Path, work: Path, out: Path) -> dict:
+    from tensortune.network.tuning import tune_model
+
+    log = out / f"{args.model}-{strategy}.jsonl"
+    if log.exists() and not args.resume:
+        log.unlink()
+    curve, points, tuned_s = [], [], 0.0
+    for checkpoint in sorted(c for c in set(args.checkpoints) | {args.trials} if c <= args.trials):
+        start = time.perf_counter()
+        result = tune_model(str(model), checkpoint, log, strategy=strategy, tuner=args.tuner, seed=args.seed,
+                            progress=not args.quiet)
+        curve += [(trials, (tuned_s + seconds) / 60, est) for trials, seconds, est in result.curve]
+        tuned_s += time.perf_counter() - start
+        network = work / f"{args.model}-{strategy}-{checkpoint}.tt"
+        built = compile_network(model, network, work / "cache", str(log))
+        lat = measure(model, {"tensortune": network}, work, args.threads, args.checkpoint_repeat, args.min_ms)
+        point = {"trials": checkpoint, "minutes": tuned_s / 60, "estimated_s": result.estimated_latency,
+                 "measured_s": lat["tensortune"], "onnxruntime_s": lat["onnxruntime"],
+                 "tuned_calls": built.get("tuned_calls"), "calls": built.get("calls")}
+        points.append(point)
+        print(f"{strategy}: {checkpoint} trials, {point['minutes']:.1f} min tuning: estimated "
+              f"{_ms(point['estimated_s'])}, measured {_ms(point['measured_s'])}, onnxruntime "
+              f"{_ms(point['onnxruntime_s'])}", flush=True)
+    measured = [p for p in points if isinstance(p["measured_s"], float)]
+    within = None
+    if measured:
+        best = min(p["measured_s"] for p in measured)
+        within = next(p for p in measured if p["measured_s"] <= 1.05 * best)
+    return {"log": str(log), "curve": curve, "checkpoints": points,
+            "within_5pct_of_best": None if within is None else {"trials": within["trials"],
+                                                                  "minutes": within["minutes"]}}
+
+
+def _ms(v) -> str:
+    return f"{v * 1e3:.2f} ms" if isinstance(v, float) and np.isfinite(v) else str(v)
+
+
+def table(report: dict) -> str:
+    lines = [f"`python benchmarks/tune_network.py --model {report['model']} --trials {report['trials']}` on "
+             f"{report['machine']}; {report['tuner']} tuner, {report['threads']} threads.", "",
+             "| strategy | trials | tuning minutes | estimated | measured | onnxruntime | measured / onnxruntime |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for strategy, r in report["strategies"].items():
+        for p in r["checkpoints"]:
+            ratio = (f"{p['measured_s'] / p['onnxruntime_s']:.2f}x"
+                     if isinstance(p["measured_s"], float) and isinstance(p["onnxruntime_s"], float) else "-")
+            lines.append(f"| {strategy} | {p['trials']} | {p['minutes']:.1f} | {_ms(p['estimated_s'])} | "
+                         f"{_ms(p['measured_s'])} | {_ms(p['onnxruntime_s'])} | {ratio} |")
+    final = report.get("final")
+    if final:
+        ort = final.get("onnxruntime")
+        cells = ", ".join(f"{name} {_ms(v)}" + (f" ({v / ort:.2f}x)" if isinstance(v, float) and
+                                                  isinstance(ort, float) else "")
+                          for name, v in final.items())
+        lines += ["", f"Final modules timed in turns ({report['final_repeat']} rounds): {cells}."]
+    for strategy, r in report["strategies"].items():
+        w = r["within_5pct_of_best"]
+        if w:
+            lines.append(f"{strategy}: measured latency within 5% of its best after {w['trials']} trials, "
+                         f"{w['minutes']:.1f} min of tuning.")
+    return "\n".join(lines)
+
+
+def plot(report: dict, png: str) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for strategy, r in report["strategies"].items():
+        curve = [c for c in r["curve"] if np.isfinite(c[2])]
+        pts = [p for p in r["checkpoints"] if isinstance(p["measured_s"], float)]
+        for ax, x in ((axes[0], 0), (axes[1], 1)):
+            line, = ax.plot([c[x] for c in curve], [c[2] * 1e3 for c in curve], label=f"{strategy}, estimated")
+            ax.plot([p["trials" if x == 0 else "minutes"] for p in pts], [p["measured_s"] * 1e3 for p in pts], "o--",
+                    color=line.get_color(), label=f"{strategy}, measured")
+    ort = [p["onnxruntime_s"] for r in report["strategies"].values() for p in r["checkpoints"]
+           if isinstance(p["onnxruntime_s"], float)]
+    for ax, xlabel in zip(axes, ("trials", "tuning minutes")):
+        if ort:
+            ax.axhline(float(np.median(ort)) * 1e3, color="gray", ls=":", label="onnxruntime")
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("network latency (ms)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{report['model']}: whole-network tuning ({report['machine'].split(',')[0]}, "
+                 f"{report['isa']}, {report['threads']} threads)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    print(f"wrote {png}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=("resnet18", "mobilenet_v2"), default="resnet18")
+    p.add_argument("--trials", type=int, default=500, help="total trials of each strategy")
+    p.add_argument("--checkpoints", type=int, nargs="*", default=[100, 200, 300, 400],
+                   help="trial counts at which the network is compiled and timed (the total always is)")
+    p.add_argument("--strategies", nargs="+", choices=("gradient", "round-robin"), default=["gradient"])
+    p.add_argument("--tuner", default="xgb")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--checkpoint-repeat", type=int, default=7)
+    p.add_argument("--repeat", type=int, default=15, help="rounds of the final timing")
+    p.add_argument("--min-ms", type=float, default=50.0)
+    p.add_argument("--out", default=str(ROOT / "results" / "tune_network"), help="folder of the tuning logs")
+    p.add_argument("--resume", action="store_true", help="continue the logs in --out instead of starting afresh")
+    p.add_argument("--json")
+    p.add_argument("--png")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args()
+
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    from tensortune import Target
+    from tensortune.network import zoo
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"model": args.model, "trials": args.trials, "tuner": args.tuner, "threads": args.threads,
+              "machine": machine(), "isa": Target.host().isa.value, "strategies": {}, "final_repeat": args.repeat}
+    with tempfile.TemporaryDirectory(prefix="tt-tune-network-") as tmp:
+        work = Path(tmp)
+        model = work / f"{args.model}.onnx"
+        onnx.save(zoo.MODELS[args.model](batch=1, image=224), model)
+        x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+        np.save(work / "input.npy", x)
+        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        np.save(work / "expected.npy", sess.run(None, {"input": x})[0])
+        for strategy in args.strategies:
+            report["strategies"][strategy] = tune_strategy(strategy, args, model, work, out)
+            if args.json:
+                write_json(args.json, report)
+        finals = {s: work / f"{args.model}-{s}-{args.trials}.tt" for s in args.strategies}
+        report["final"] = measure(model, finals, work, args.threads, args.repeat, args.min_ms)
+    text = table(report)
+    print()
+    print(text)
+    if args.json:
+        write_json(args.json, report)
+    if args.png:
+        plot(report, args.png)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
