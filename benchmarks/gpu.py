@@ -42,7 +42,8 @@ CORRECTNESS = [  # operator, shape: small and odd shapes of every GPU template
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="short tuning (the ~10-minute check of benchmarks/gpu_check.sh)")
+    p.add_argument("--quick", action="store_true",
+                   help="short tuning (the ~10-minute check of benchmarks/gpu_check.sh)")
     p.add_argument("--json", default="gpu.json", help="where to write the results")
     p.add_argument("--log", default=None, help="tuning log (default: next to --json)")
     p.add_argument("--arch", default="sm_90")
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conv-trials", type=int, default=None)
     p.add_argument("--convs", nargs="*", default=None, help="ResNet-18 workloads (default: C1-C12)")
     p.add_argument("--batches", nargs="*", type=int, default=None, help="conv batch sizes (default: 1 16; quick: 1)")
-    p.add_argument("--sizes", nargs="*", type=int, default=None, help="square matmul sizes (default 1024 4096; quick: 4096)")
+    p.add_argument("--sizes", nargs="*", type=int, default=None,
+                   help="square matmul sizes (default 1024 4096; quick: 4096)")
     p.add_argument("--skip-correctness", action="store_true")
     args = p.parse_args(argv)
 
@@ -264,7 +266,8 @@ def summary(rows: list[dict]) -> dict:
 
 def table(out: dict) -> str:
     lines = [f"GPU: {out['gpu']} ({out['target']}); {out['protocol']}", "",
-             "| workload | tensortune ms | PyTorch ms | tensortune TFLOP/s | PyTorch TFLOP/s | PyTorch time / ours | trials |",
+             "| workload | tensortune ms | PyTorch ms | tensortune TFLOP/s | PyTorch TFLOP/s | PyTorch time / ours "
+             "| trials |",
              "|---|---|---|---|---|---|---|"]
     for r in out.get("results", []):
         if "speedup" not in r:

@@ -3,5 +3,6 @@ from .nodes import Allocate, Barrier, Buffer, For, ForKind, IfThenElse, Load, Pr
 from .verify import IRVerifyError, verify
 from .visitor import Mutator, Visitor
 
-__all__ = ["Allocate", "Barrier", "Buffer", "For", "ForKind", "IfThenElse", "IRVerifyError", "Load", "Mutator", "PrimFunc",
+__all__ = ["Allocate", "Barrier", "Buffer", "For", "ForKind", "IfThenElse", "IRVerifyError", "Load", "Mutator",
+           "PrimFunc",
            "Scope", "Seq", "Stmt", "Store", "Visitor", "verify"]

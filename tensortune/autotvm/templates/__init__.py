@@ -15,6 +15,7 @@ TEMPLATES = {t.name: t for t in (matmul_template, conv2d_nchwc_template, conv2d_
 GPU_TEMPLATES = frozenset({matmul_cuda_template.name, conv2d_nchw_cuda_template.name,
                            depthwise_conv2d_nchw_cuda_template.name})
 
-__all__ = ["GPU_TEMPLATES", "TEMPLATES", "conv2d_nchw_cuda_template", "conv2d_nchwc_packed_template", "conv2d_nchwc_template", "conv2d_spatial_pack_template",
+__all__ = ["GPU_TEMPLATES", "TEMPLATES", "conv2d_nchw_cuda_template", "conv2d_nchwc_packed_template",
+           "conv2d_nchwc_template", "conv2d_spatial_pack_template",
            "conv2d_winograd_template", "depthwise_conv2d_nchwc_packed_template", "depthwise_conv2d_template",
            "depthwise_conv2d_nchw_cuda_template", "matmul_cuda_template", "matmul_template"]
