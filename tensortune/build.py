@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .arith import Analyzer
-from .codegen import codegen_c
+from .codegen import codegen_c, codegen_cuda
 from .ir import PrimFunc, Store
 from .lower import lower
+from .lower.gpu import Launch, gpu_launch
 from .runtime import ArgSpec, Module, compile_shared
 from .runtime.compiler import cached_library, find_compiler
 from .runtime.cross import is_foreign
 from .runtime.emulator import EmulatedModule, find_emulator
+from .runtime.nvcc import compile_cubin, find_nvcc
 from .runtime.module import BaseModule
 from .schedule import Schedule
 from .target import Target, TargetError, TargetKind
@@ -29,11 +31,13 @@ from .te.expr import walk
 @dataclass(frozen=True)
 class Backend:
     """How one target kind builds: ``codegen(func, target, analyzer) -> source`` and
-    ``compile(source, target, timeout) -> path`` of the library in the local cache (cached by content)."""
+    ``compile(source, target, timeout) -> path`` of the library in the local cache (cached by content);
+    a GPU backend also has ``launch(func, target)``, the grid and blocks its kernel is launched with."""
 
     codegen: Callable[[PrimFunc, Target, Analyzer], str]
     compile: Callable[..., Path]
     suffix: str = ".so"
+    launch: Callable[[PrimFunc, Target], Launch] | None = None
 
 
 def _compile_c(source: str, target: Target, timeout: float | None) -> Path:
@@ -41,7 +45,10 @@ def _compile_c(source: str, target: Target, timeout: float | None) -> Path:
 
 
 #: target kind -> backend
-BACKENDS: dict[TargetKind, Backend] = {TargetKind.C: Backend(codegen_c, _compile_c)}
+BACKENDS: dict[TargetKind, Backend] = {
+    TargetKind.C: Backend(codegen_c, _compile_c),
+    TargetKind.CUDA: Backend(codegen_cuda, compile_cubin, ".cubin", gpu_launch),
+}
 
 
 @dataclass(frozen=True)
@@ -55,15 +62,23 @@ class Library:
     workspaces: tuple[ArgSpec, ...]
     target: str
     source: str = field(default="", repr=False, compare=False)
+    launch: Launch | None = None  # a GPU kernel's grid and blocks; None for a CPU library
 
     def path(self) -> Path:
         """The library as a file in this machine's cache (written from ``data`` when absent)."""
-        return cached_library(self.key, self.data)
+        return cached_library(self.key, self.data, ".cubin" if self.launch is not None else ".so")
 
     def load(self, num_threads: int | None = None) -> BaseModule:
-        """The kernel, callable on numpy arrays: a ``Module`` loaded into this process, or for a target of
-        another architecture an ``EmulatedModule`` (raises ``EmulatorNotFoundError`` naming what to install)."""
+        """The kernel, callable on numpy arrays: a ``Module`` loaded into this process, for a target of
+        another architecture an ``EmulatedModule`` (raises ``EmulatorNotFoundError`` naming what to install),
+        for a GPU a ``CudaModule`` (raises ``CudaUnavailableError`` without a GPU and its Python binding)."""
         target = Target.parse(self.target)
+        if target.kind is TargetKind.CUDA:
+            from .runtime.cuda import CudaModule
+
+            assert self.launch is not None, "a CUDA library carries its launch"
+            return CudaModule(self.path(), self.entry, self.args, self.workspaces, self.source, num_threads, target,
+                              launch=self.launch)
         kind = EmulatedModule if is_foreign(target) else Module
         return kind(self.path(), self.entry, self.args, self.workspaces, self.source, num_threads, target)
 
@@ -98,9 +113,10 @@ def build_library(func: PrimFunc, target: Target, timeout: float | None = None, 
     backend = backend_of(target)
     if source is None:
         source = backend.codegen(func, target, analyzer or Analyzer())
+    launch = backend.launch(func, target) if backend.launch is not None else None
     path = backend.compile(source, target, timeout)
     args, work = arg_specs(func)
-    return Library(path.stem, path.read_bytes(), func.name, args, work, str(target), source)
+    return Library(path.stem, path.read_bytes(), func.name, args, work, str(target), source, launch)
 
 
 def resolve_target(target: Target | str | None) -> Target:
@@ -110,7 +126,11 @@ def resolve_target(target: Target | str | None) -> Target:
 
 def check_toolchain(target: Target) -> None:
     """Raise now, saying what to install, if this machine cannot build kernels for ``target`` and run them
-    (``CompilerNotFoundError``, ``EmulatorNotFoundError``); a tuning run calls it before its first build."""
+    (``CompilerNotFoundError``, ``EmulatorNotFoundError``); a tuning run calls it before its first build.
+    For a GPU target only the compiler is checked here: running needs the GPU, which the runner reports."""
+    if target.kind is TargetKind.CUDA:
+        find_nvcc()
+        return
     find_compiler(target)
     if is_foreign(target):
         find_emulator(target)

@@ -7,6 +7,7 @@
 | ``TENSORTUNE_NUM_THREADS`` | default thread count of kernels                    | number of usable cores    |
 | ``TENSORTUNE_CFLAGS``      | extra compiler flags (shell-quoted)                | none                      |
 | ``TENSORTUNE_CC_AARCH64``  | cross compiler for ``-arch=aarch64`` on other CPUs | ``aarch64-linux-gnu-gcc`` |
+| ``TENSORTUNE_NVCC``        | nvcc for ``cuda`` targets (name on PATH or path)    | ``nvcc``, then CUDA's     |
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class Settings:
     num_threads: int
     cflags: tuple[str, ...]
     cross_cc: Mapping[str, str]  # arch -> cross compiler (name on PATH or path), for the arches set
+    nvcc: str | None = None  # nvcc for cuda targets (name on PATH or path)
 
 
 def settings() -> Settings:
@@ -48,6 +50,7 @@ def settings() -> Settings:
         num_threads=_num_threads(_get("TENSORTUNE_NUM_THREADS")),
         cflags=_cflags(_get("TENSORTUNE_CFLAGS")),
         cross_cc={arch: cc for arch in CROSS_ARCHES if (cc := _get(cross_cc_variable(arch))) is not None},
+        nvcc=_get("TENSORTUNE_NVCC"),
     )
 
 

@@ -25,6 +25,7 @@ class TargetKind(Enum):
     """Which code generator and toolchain build for a target (the first word of its string form)."""
 
     C = "c"  # C99 with OpenMP and vector extensions, built by the system C compiler
+    CUDA = "cuda"  # CUDA C for NVIDIA GPUs, built by nvcc into a cubin
 
 
 class ISA(Enum):
@@ -59,18 +60,53 @@ _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
 @dataclass(frozen=True, slots=True)
+class GpuLimits:
+    """What one thread block of an NVIDIA GPU may use (``Target.gpu``)."""
+
+    max_threads_per_block: int = 1024
+    max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
+    max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    shared_memory_per_block: int = 48 << 10  # without opting in (the default of every launch)
+    max_shared_memory_per_block: int = 48 << 10  # with the opt-in attribute of the kernel
+    registers_per_block: int = 64 << 10
+    max_registers_per_thread: int = 255
+    warp_size: int = 32
+    num_sms: int = 132
+
+
+#: compute capability -> shared memory a block may opt in to (bytes); every other arch: 48 KiB
+_OPT_IN_SHARED = {"sm_70": 96 << 10, "sm_75": 64 << 10, "sm_80": 163 << 10, "sm_86": 99 << 10,
+                  "sm_87": 163 << 10, "sm_89": 99 << 10, "sm_90": 227 << 10, "sm_100": 227 << 10,
+                  "sm_120": 99 << 10}
+_SMS = {"sm_90": 132, "sm_80": 108}
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
-    """A CPU to compile for. ``native`` means "the machine we run on": compile with ``-march=native``."""
+    """A CPU to compile for. ``native`` means "the machine we run on": compile with ``-march=native``.
+
+    A CUDA target (``kind=TargetKind.CUDA``, from ``"cuda -arch=sm_90"``) is an NVIDIA GPU of that
+    compute capability: ``isa`` is ``SCALAR``, ``num_cores`` 1, and ``shared_memory`` the bytes of
+    shared memory a thread block may use (0: the 48 KiB every launch gets; more needs the opt-in limit
+    of the arch, up to 227 KiB on sm_90). Its limits are ``target.gpu``.
+    """
 
     isa: ISA
     num_cores: int
     arch: str
     native: bool = False
     kind: TargetKind = TargetKind.C
+    shared_memory: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, TargetKind):
             raise TargetError(f"kind must be a TargetKind member such as TargetKind.C, got {self.kind!r}")
+        if self.kind is TargetKind.CUDA:
+            self._check_cuda()
+            return
+        if self.shared_memory:
+            raise TargetError(f"shared_memory is a setting of CUDA targets, got {self.shared_memory} for a "
+                              f"{self.kind.value} target")
         if not isinstance(self.isa, ISA):
             raise TargetError(f"isa must be an ISA member such as ISA.AVX2, got {self.isa!r}")
         if not isinstance(self.num_cores, int) or isinstance(self.num_cores, bool) or self.num_cores < 1:
@@ -80,6 +116,29 @@ class Target:
         arches = _ISA_ARCHES.get(self.isa)
         if arches is not None and self.arch not in arches:
             raise TargetError(f"isa {self.isa.value} needs arch {' or '.join(arches)}, got {self.arch!r}")
+
+    def _check_cuda(self) -> None:
+        if not (self.arch.startswith("sm_") and self.arch[3:].isdigit()):
+            raise TargetError(f"a cuda target's arch is a compute capability such as 'sm_90', got {self.arch!r}")
+        if self.isa is not ISA.SCALAR or self.num_cores != 1 or self.native:
+            raise TargetError("a cuda target has isa scalar, num_cores 1 and no -native; make it with "
+                              "Target.parse('cuda -arch=sm_90') or Target.cuda('sm_90')")
+        limit = _OPT_IN_SHARED.get(self.arch, 48 << 10)
+        if not isinstance(self.shared_memory, int) or not 0 <= self.shared_memory <= limit:
+            raise TargetError(f"-shared_memory must be between 0 and {limit >> 10} KiB on {self.arch} (its "
+                              f"opt-in limit), got {self.shared_memory!r} bytes")
+
+    @staticmethod
+    def cuda(arch: str = "sm_90", shared_memory: int = 0) -> Target:
+        """An NVIDIA GPU of compute capability ``arch`` (see the class docstring)."""
+        return Target(ISA.SCALAR, 1, arch, kind=TargetKind.CUDA, shared_memory=shared_memory)
+
+    @property
+    def gpu(self) -> GpuLimits:
+        """The limits of one thread block (a ``TargetError`` for CPU targets)."""
+        if self.kind is not TargetKind.CUDA:
+            raise TargetError(f"target '{self}' is not a GPU; GPU limits exist for 'cuda -arch=...' targets")
+        return _gpu_limits(self.arch, self.shared_memory)
 
     @property
     def vector_bytes(self) -> int:
@@ -122,6 +181,8 @@ class Target:
         return _DEFAULT_CACHES[self.isa]
 
     def __str__(self) -> str:
+        if self.kind is TargetKind.CUDA:
+            return f"cuda -arch={self.arch}" + (f" -shared_memory={self.shared_memory}" if self.shared_memory else "")
         return f"{self.kind.value} -isa={self.isa.value} -cores={self.num_cores} -arch={self.arch}" + (" -native" if self.native else "")
 
     @staticmethod
@@ -131,9 +192,13 @@ class Target:
         ``"c -isa=avx2 -cores=8 -arch=x86_64"``; omitted ``-cores`` means this machine's usable cores,
         omitted ``-arch`` the architecture of the ISA, omitted ``-isa`` this machine's. ``"native"`` (or
         ``"host"``) is this machine, and a bare ISA name such as ``"avx2"`` means ``"c -isa=avx2"``.
+        ``"cuda -arch=sm_90"`` is an NVIDIA GPU (``-arch`` defaults to sm_90; ``-shared_memory=N`` bytes,
+        or ``96K``, opts in to more shared memory per block than the default 48 KiB).
         """
-        example = "for example 'c -isa=avx2 -cores=8 -arch=x86_64', 'avx2' or 'native'"
+        example = "for example 'c -isa=avx2 -cores=8 -arch=x86_64', 'avx2', 'native' or 'cuda -arch=sm_90'"
         words = text.split()
+        if words and words[0] == TargetKind.CUDA.value:
+            return _parse_cuda(text, words[1:])
         if len(words) == 1 and words[0] in ("native", "host"):
             return Target.host()
         if len(words) == 1 and words[0] in {i.value for i in ISA}:
@@ -177,6 +242,29 @@ class Target:
         machine = platform.machine().lower()
         arch = _ARCH_ALIASES.get(machine, machine) or "unknown"
         return Target(isa=_host_isa(arch), num_cores=usable_cores(), arch=arch, native=True)
+
+
+def _parse_cuda(text: str, words: list[str]) -> Target:
+    options: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or key not in ("-arch", "-shared_memory") or key in options:
+            raise TargetError(f"unexpected or repeated option {word!r} in target {text!r}; a cuda target takes "
+                              "-arch=sm_XX and -shared_memory=BYTES, e.g. 'cuda -arch=sm_90 -shared_memory=96K'")
+        options[key] = value
+    shared = 0
+    if "-shared_memory" in options:
+        try:
+            shared = _parse_size(options["-shared_memory"])
+        except ValueError:
+            raise TargetError(f"-shared_memory must be a byte count such as 98304 or 96K in {text!r}") from None
+    return Target.cuda(options.get("-arch", "sm_90"), shared)
+
+
+@functools.cache
+def _gpu_limits(arch: str, shared_memory: int) -> GpuLimits:
+    return GpuLimits(shared_memory_per_block=shared_memory or 48 << 10,
+                     max_shared_memory_per_block=_OPT_IN_SHARED.get(arch, 48 << 10), num_sms=_SMS.get(arch, 132))
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,3 +104,23 @@ def test_cluster_scaling_rows_compare_each_cluster_with_one_worker(script):
     assert [r["efficiency"] for r in rows] == [1.0, 1.0, 0.75]
     # worker time per candidate (wall x workers / trials) beyond the device's 0.4 s
     assert [r["overhead_ms_per_candidate"] for r in rows] == [100.0, 100.0, 266.7]
+
+
+def test_gpu_benchmark_without_a_gpu_says_so_and_summarises_rows(script, tmp_path, capsys):
+    gpu = script("gpu")
+    from tensortune.runtime.cuda import gpu_available
+
+    if not gpu_available()[0]:
+        assert gpu.main(["--quick", "--json", str(tmp_path / "g.json")]) == 2
+        assert "no GPU to benchmark on" in capsys.readouterr().err
+    rows = [{"name": "matmul 4096", "trials": 8, "ours_ms": 2.0, "torch_ms": 1.0, "ours_tflops": 1.0,
+             "torch_tflops": 2.0, "speedup": 0.5},
+            {"name": "resnet18:C1 b1", "trials": 8, "ours_ms": 1.0, "torch_ms": 1.0, "ours_tflops": 1.0,
+             "torch_tflops": 1.0, "speedup": 1.0},
+            {"name": "resnet18:C2 b1", "trials": 8, "error": "none valid"}]
+    summary = gpu.summary(rows)
+    assert summary["matmul_4096_vs_cublas"] == 0.5 and summary["resnet18_b1_geomean_vs_cudnn"] == 1.0
+    assert summary["targets"] == {"matmul_4096 >= 0.8": False, "resnet18_b1_geomean >= 0.8": True}
+    text = gpu.table({"gpu": "NVIDIA H200", "target": "cuda -arch=sm_90", "protocol": "p", "results": rows,
+                      "summary": summary})
+    assert "NVIDIA H200" in text and "| matmul 4096 | 2.0000 | 1.0000 |" in text and "failed: none valid" in text

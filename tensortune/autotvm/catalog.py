@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from .. import workloads
-from ..target import Target
+from ..target import Target, TargetKind
 from .task import Task, TaskError
-from .templates import TEMPLATES
+from .templates import GPU_TEMPLATES, TEMPLATES
 
 #: operator -> (shape parameters in template-argument order, default template)
 OPERATORS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -13,12 +13,16 @@ OPERATORS: dict[str, tuple[tuple[str, ...], str]] = {
     "depthwise_conv2d": (("N", "C", "H", "W", "K", "stride", "pad"), "depthwise_conv2d_nchwc"),
 }
 _DEFAULTS = {"N": 1, "stride": 1, "pad": 0}
+#: operator -> its default template for a GPU (``cuda``) target
+GPU_DEFAULT_TEMPLATES = {"matmul": "matmul_cuda", "conv2d": "conv2d_nchw_cuda",
+                         "depthwise_conv2d": "depthwise_conv2d_nchw_cuda"}
 #: templates that may serve each operator
 OPERATOR_TEMPLATES = {
-    "matmul": ("matmul",),
+    "matmul": ("matmul", "matmul_cuda"),
     # conv2d_winograd_nchwc_packed computes only 3x3, stride-1 convolutions (a ShapeError for others)
-    "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_winograd_nchwc_packed"),
-    "depthwise_conv2d": ("depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc_packed"),
+    "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_winograd_nchwc_packed",
+               "conv2d_nchw_cuda"),
+    "depthwise_conv2d": ("depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc_packed", "depthwise_conv2d_nchw_cuda"),
 }
 
 
@@ -33,10 +37,16 @@ def create_task(operator: str, shape: dict[str, int], template: str | None = Non
     if operator not in OPERATORS:
         raise TaskError(f"unknown operator '{operator}'; choose one of {sorted(OPERATORS)}")
     names, default = OPERATORS[operator]
-    template = template or default
+    target = target or Target.host()
+    gpu = target.kind is TargetKind.CUDA
+    template = template or (GPU_DEFAULT_TEMPLATES[operator] if gpu else default)
     if template not in OPERATOR_TEMPLATES[operator]:
         raise TaskError(f"template '{template}' does not compute {operator}; use one of "
                         f"{OPERATOR_TEMPLATES[operator]}")
+    if (template in GPU_TEMPLATES) != gpu:
+        fits = [t for t in OPERATOR_TEMPLATES[operator] if (t in GPU_TEMPLATES) == gpu]
+        raise TaskError(f"template '{template}' schedules for {'GPUs' if template in GPU_TEMPLATES else 'CPUs'}, "
+                        f"but the target is '{target}'; for it use one of {fits}")
     unknown = set(shape) - set(names)
     if unknown:
         raise TaskError(f"{operator} has no shape parameter(s) {sorted(unknown)}; its parameters are "
@@ -53,7 +63,7 @@ def create_task(operator: str, shape: dict[str, int], template: str | None = Non
             raise TaskError(f"shape parameter {n} must be a {'non-negative' if n == 'pad' else 'positive'} "
                             f"integer, got {v!r}")
         args.append(v)
-    return Task(TEMPLATES[template], tuple(args), target or Target.host())
+    return Task(TEMPLATES[template], tuple(args), target)
 
 
 def task_from_workload(key: str, template: str | None = None, target: Target | None = None) -> Task:

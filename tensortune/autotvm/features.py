@@ -5,7 +5,8 @@ Three kinds, concatenated into one fixed-length vector per task:
 * **loop context**: for each of the first ``MAX_LOOPS`` loops (pre-order): log extent, nest level,
   log product of the extents above and below, an annotation one-hot (serial, unrolled,
   vectorized, parallel, and two slots for GPU block/thread bindings), log counts of float adds,
-  multiplies and other ops executed by its body, and for each of ``MAX_BUFFERS`` buffers
+  multiplies and other ops executed by its body (a GPU kernel's loops bound to blockIdx.* or
+  threadIdx.* set the two GPU slots), and for each of ``MAX_BUFFERS`` buffers
   (by role: the kernel's arguments in order, its workspaces, then its local buffers in program
   order, so that a slot means the same buffer in every config even where padding or epilogues
   rename stages) accessed below it: the stride of the loop variable, the log touch count
@@ -38,9 +39,21 @@ MAX_LOOPS = 20
 MAX_BUFFERS = 6
 CURVE_POINTS = 16  # touch counts 2^0 .. 2^30 in steps of 2 (log2 scale)
 _ANNOTATIONS = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED, ForKind.PARALLEL)
-_N_ANN = len(_ANNOTATIONS) + 2  # + GPU block / thread bindings, reserved
+_N_ANN = len(_ANNOTATIONS) + 2  # + GPU block and thread bindings
 PER_BUFFER = 3
 PER_LOOP = 4 + _N_ANN + 3 + MAX_BUFFERS * PER_BUFFER
+
+
+def _annotation_slot(kind: ForKind) -> int:
+    """The one-hot position of a loop kind: CPU kinds, then any blockIdx, then any threadIdx (a virtual thread
+    is an unrolled loop)."""
+    if kind in _ANNOTATIONS:
+        return _ANNOTATIONS.index(kind)
+    if kind.is_block:
+        return len(_ANNOTATIONS)
+    if kind.is_thread:
+        return len(_ANNOTATIONS) + 1
+    return _ANNOTATIONS.index(ForKind.UNROLLED)
 
 
 def _log(x: float) -> float:
@@ -262,8 +275,7 @@ class FeatureExtractor:
         for li, lp in enumerate(loops[:MAX_LOOPS]):
             base = li * PER_LOOP
             out[base:base + 4] = (_log(lp.extent), lp.level, _log(lp.above), _log(lp.below))
-            if lp.kind in _ANNOTATIONS:
-                out[base + 4 + _ANNOTATIONS.index(lp.kind)] = 1.0
+            out[base + 4 + _annotation_slot(lp.kind)] = 1.0
             out[base + 4 + _N_ANN: base + 7 + _N_ANN] = [_log(x) for x in lp.ops]
             seen: dict[str, tuple[float, float, float]] = {}
             for acc, extents in lp.accesses:

@@ -190,6 +190,9 @@ class _CGen(Visitor):
         self.line("}")
 
     def visit_For(self, s: For) -> None:
+        if s.kind.is_gpu:
+            raise CodegenError(f"loop '{s.var.name}' is bound to {s.kind.value}: build it for a 'cuda -arch=...' "
+                               "target (or run it on a CPU through tensortune.lower.gpu.serialize_gpu)")
         self.ranges[s.var] = (0, s.extent - 1)
         v = self.var(s.var)
         head = f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{"

@@ -15,17 +15,41 @@ class Scope(Enum):
 
     GLOBAL = "global"  # kernel argument or runtime-owned workspace
     LOCAL = "local"  # allocated inside the kernel at its compute_at point (stack or registers)
+    SHARED = "shared"  # GPU: one copy per thread block, filled cooperatively by its threads
 
 
 class ForKind(Enum):
     """How a loop runs: the one vocabulary of loop kinds, used by schedules (``Annotate`` steps), the
-    loop IR (``For.kind``), config-space knobs and features. GPU backends add their block and thread
-    bindings here, as more members."""
+    loop IR (``For.kind``), config-space knobs and features. The GPU members are set by ``bind``
+    (schedules) and mean: the loop's iterations are spread over the block or thread index of that name,
+    and the loop variable is that index (a loop nested in another of the same name is the same index:
+    a cooperative loop of the block's threads). ``vthread`` is a virtual thread: an unrolled loop."""
 
     SERIAL = "serial"
     UNROLLED = "unrolled"
     VECTORIZED = "vectorized"
     PARALLEL = "parallel"
+    BLOCK_X = "blockIdx.x"
+    BLOCK_Y = "blockIdx.y"
+    BLOCK_Z = "blockIdx.z"
+    THREAD_X = "threadIdx.x"
+    THREAD_Y = "threadIdx.y"
+    THREAD_Z = "threadIdx.z"
+    VTHREAD = "vthread"
+
+    @property
+    def is_block(self) -> bool:
+        return self in _BLOCKS
+
+    @property
+    def is_thread(self) -> bool:
+        """A hardware thread index (``threadIdx.*``), not a virtual thread."""
+        return self in _THREADS
+
+    @property
+    def is_gpu(self) -> bool:
+        """A binding made by ``bind``: block, thread or virtual thread."""
+        return self in _BLOCKS or self in _THREADS or self is ForKind.VTHREAD
 
     @staticmethod
     def parse(text: str) -> "ForKind":
@@ -40,6 +64,8 @@ class ForKind(Enum):
         return kind
 
 
+_BLOCKS = frozenset({ForKind.BLOCK_X, ForKind.BLOCK_Y, ForKind.BLOCK_Z})
+_THREADS = frozenset({ForKind.THREAD_X, ForKind.THREAD_Y, ForKind.THREAD_Z})
 _FOR_KIND_ALIASES = {"none": ForKind.SERIAL, "unroll": ForKind.UNROLLED, "vectorize": ForKind.VECTORIZED,
                      "vec": ForKind.VECTORIZED}
 
@@ -134,6 +160,12 @@ class Allocate(Stmt):
 
     buffer: Buffer
     body: Stmt
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier(Stmt):
+    """Every thread of a GPU thread block waits here until all have arrived (``__syncthreads()``); placed by
+    lowering around the cooperative fills of shared buffers."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..te.expr import (Binary, BinOp, Call, Cast, Compare, Const, Expr, IterVar, Not, Reduce, Select, TensorRead,
                        Var)
-from .nodes import Allocate, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from .nodes import Allocate, Barrier, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from .visitor import Visitor
 
 _PREC = {BinOp.OR: 1, BinOp.AND: 2, BinOp.ADD: 4, BinOp.SUB: 4, BinOp.MUL: 5, BinOp.DIV: 5,
@@ -129,6 +129,9 @@ class _StmtPrinter(Visitor):
         b = s.buffer
         self.emit(f"{b.name} = allocate({b.dtype.value}{list(b.shape)}, {b.scope.value})")
         self.visit(s.body)
+
+    def visit_Barrier(self, s: Barrier) -> None:
+        self.emit("barrier()  # __syncthreads")
 
     def visit_Stmt(self, s: Stmt) -> None:  # pragma: no cover - a node kind the printer does not know
         raise AssertionError(f"the printer has no rule for statement {type(s).__name__}")

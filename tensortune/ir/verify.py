@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..te.expr import Const, Expr, Reduce, TensorRead, Var
-from .nodes import Allocate, Buffer, For, ForKind, Load, PrimFunc, Stmt, Store
+from .nodes import Allocate, Barrier, Buffer, For, ForKind, Load, PrimFunc, Stmt, Store
 from .visitor import Visitor
 
 
@@ -97,6 +97,9 @@ class _Verifier(Visitor):
         self.bufs = self.bufs | {s.buffer}
         self.visit(s.body)
         self.bufs = self.bufs - {s.buffer}
+
+    def visit_Barrier(self, s: Barrier) -> None:
+        pass
 
     def visit_Stmt(self, s: Stmt) -> None:
         self.fail(f"unknown statement {type(s).__name__}")

@@ -20,6 +20,8 @@ from ..te.tensor import Tensor
 from .bound import Region, domain_guards, infer_region
 
 _INDEX_LIMIT = 2**31 - 1
+#: threads in one GPU thread block, on every CUDA GPU
+MAX_THREADS_PER_BLOCK = 1024
 
 
 def build_loop_nest(sch: Schedule, args: list[Tensor] | None, name: str,
@@ -71,6 +73,9 @@ def _loop_kinds(st: StageState, in_parallel: bool, in_vector: bool) -> list[tupl
     loops: list[tuple[str, ForKind]] = []
     for a in st.leaves:
         kind = st.annotations.get(a, ForKind.SERIAL)
+        if kind.is_gpu and (in_parallel or in_vector):
+            raise ScheduleError(st.name, a, f"bound to {kind.value} inside a parallel or vectorized loop; GPU "
+                                            "kernels use bind only")
         if kind is ForKind.PARALLEL:
             if in_parallel:
                 raise ScheduleError(st.name, a, "parallel loop nested inside another parallel loop")
@@ -99,10 +104,19 @@ class _Builder:
         self.arg_names = self._arg_names(args)
         self.buffers: dict[str, Buffer] = {}
         self.regions: dict[str, Region] = {}
+        # GPU: variables of loops bound to threads (a shared buffer's region covers all of them), and the
+        # bindings of the loops around the stage being built (index -> extent and the stage that binds it)
+        self.thread_vars: set[Var] = set()
+        self.bound: dict[ForKind, tuple[int, str]] = {}
+        # Shared memory exists in GPU kernels only: on a CPU a 'shared' cache stage is a local buffer.
+        self.gpu = any(k.is_gpu for st in self.stages.values() for k in st.annotations.values())
         workspaces = []
         for n, st in self.stages.items():
             if st.attach == INLINE and n not in self.arg_names:
                 continue
+            if self.gpu and st.attach == ROOT and st.scope is Scope.SHARED and n not in self.arg_names:
+                raise ScheduleError(n, None, "a shared-memory stage must be computed inside the loops of a thread "
+                                             "block: compute_at it at a loop of its reader")
             if prod(st.shape) > _INDEX_LIMIT:
                 raise LoweringError(f"tensor '{n}' has {prod(st.shape)} elements; at most 2**31-1 are supported")
             if n in self.arg_names or st.attach == ROOT:
@@ -197,15 +211,23 @@ class _Builder:
                                               else lv.values[iv.name], ranges)
                     for d, iv in enumerate(list(op.axes) + list(op.reduce_axes))}
         placed = self._place_guards(guards, st, lv, ranges)
+        self._check_bindings(st, lv)
         children = self._children_at(st)
         for axis, kids in children.items():
             pos = st.leaves.index(axis)
             free = lv.ranges(st.leaves[pos + 1:])
             fixed = {**outer, **lv.ranges(st.leaves[:pos + 1])}
             for kid in kids:
-                region = infer_region(kid.name, kid.shape, self.bodies[st.name], root_val, free, fixed, self.ana)
+                kid_free, kid_fixed = free, fixed
+                shared = self.gpu and kid.scope is Scope.SHARED
+                if shared:  # one buffer for the whole block: every thread's part of it
+                    kid_free = {**free, **{v: r for v, r in fixed.items() if v in self.thread_vars}}
+                    kid_fixed = {v: r for v, r in fixed.items() if v not in self.thread_vars}
+                region = infer_region(kid.name, kid.shape, self.bodies[st.name], root_val, kid_free, kid_fixed,
+                                      self.ana)
                 self.regions[kid.name] = region
-                self.buffers[kid.name] = Buffer(kid.name, region.extents, kid.dtype, Scope.LOCAL)
+                scope = Scope.SHARED if shared else Scope.LOCAL
+                self.buffers[kid.name] = Buffer(kid.name, region.extents, kid.dtype, scope)
         update, init = self._statements(st, reg, root_val, ranges)
         loops = _loop_kinds(st, in_parallel, in_vector)
         red_pos = next((i for i, a in enumerate(st.leaves) if st.kinds[a] is AxisKind.REDUCE), len(st.leaves))
@@ -231,6 +253,36 @@ class _Builder:
         if placed.get(-1):
             out = IfThenElse(_and(placed[-1]), out)
         return out
+
+    def _check_bindings(self, st: StageState, lv: _Leaves) -> None:
+        """GPU thread bindings of ``st``: a loop bound to an index that an enclosing stage binds too is a
+        cooperative loop of that stage's threads, so it may not use more of them; and a block has at most
+        ``MAX_THREADS_PER_BLOCK`` threads."""
+        own: dict[ForKind, tuple[int, str]] = {}
+        for a in st.leaves:
+            kind = st.annotations.get(a)
+            if kind is None or not kind.is_gpu:
+                continue
+            if kind is ForKind.VTHREAD or kind.is_thread:
+                self.thread_vars.add(lv.vars[a])
+            if not kind.is_thread:
+                continue
+            ext = lv.extents[a]
+            if kind in self.bound and ext > self.bound[kind][0]:
+                outer_ext, outer_stage = self.bound[kind]
+                raise ScheduleError(st.name, a, f"binds {ext} {kind.value} inside the loops of '{outer_stage}', "
+                                                f"whose blocks have {outer_ext}: a cooperative loop can use only "
+                                                "the threads of its block; split the axis so its bound part has "
+                                                f"at most {outer_ext}")
+            own[kind] = (ext, a)
+        threads = 1
+        for kind in (ForKind.THREAD_X, ForKind.THREAD_Y, ForKind.THREAD_Z):
+            threads *= max((self.bound[kind][0] if kind in self.bound else 1), own.get(kind, (1, ""))[0])
+        if threads > MAX_THREADS_PER_BLOCK:
+            axis = next(iter(own.values()), (0, None))[1]
+            raise ScheduleError(st.name, axis, f"its thread bindings make blocks of {threads} threads; a GPU block "
+                                               f"has at most {MAX_THREADS_PER_BLOCK}: bind smaller parts of the "
+                                               "axes to threadIdx")
 
     def _place_guards(self, guards: list[Expr], st: StageState, lv: _Leaves, ranges: Ranges) -> dict[int, list[Expr]]:
         """Each guard that ``ranges`` do not decide, keyed by the position of the innermost leaf loop whose
@@ -267,9 +319,17 @@ class _Builder:
         ranges = {**outer, **lv.ranges(st.leaves[:pos + 1])}
         par = in_parallel or any(k is ForKind.PARALLEL for _, k in loops[:pos + 1])
         vec = in_vector or any(k is ForKind.VECTORIZED for _, k in loops[:pos + 1])
-        for kid in reversed(kids):
-            kid_nest = self._stage_nest(kid, self.regions[kid.name], ranges, par, vec)
-            stmt = Allocate(self.buffers[kid.name], seq(kid_nest, stmt))
+        saved = self.bound
+        self.bound = dict(saved)
+        for a, kind in loops[:pos + 1]:
+            if kind.is_thread and kind not in self.bound:
+                self.bound[kind] = (lv.extents[a], st.name)
+        try:
+            for kid in reversed(kids):
+                kid_nest = self._stage_nest(kid, self.regions[kid.name], ranges, par, vec)
+                stmt = Allocate(self.buffers[kid.name], seq(kid_nest, stmt))
+        finally:
+            self.bound = saved
         return stmt
 
     # ------------------------------------------------------------------ expressions

@@ -8,6 +8,7 @@ from ..ir.nodes import PrimFunc
 from ..ir.verify import verify as verify_ir
 from ..schedule.schedule import Schedule
 from ..te.tensor import Tensor
+from .gpu import insert_gpu_sync
 from .loop_nest import build_loop_nest
 from .passes import remove_unit_loops, simplify_func, unroll_loops
 
@@ -17,6 +18,7 @@ Pass = Callable[[PrimFunc, Analyzer], PrimFunc]
 PASSES: tuple[tuple[str, Pass], ...] = (
     ("simplify", simplify_func),
     ("remove_unit_loops", remove_unit_loops),
+    ("insert_gpu_sync", insert_gpu_sync),  # the identity without shared buffers (CPU kernels)
     ("unroll_loops", unroll_loops),
     ("simplify_after_unroll", simplify_func),
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..arith import Analyzer, Ranges
-from ..ir.nodes import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
+from ..ir.nodes import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from ..ir.visitor import Mutator, Visitor
 from ..te.expr import Const, Expr, substitute
 
@@ -58,6 +58,9 @@ class _Simplify(Mutator):
     def visit_Allocate(self, s: Allocate) -> Stmt | None:
         body = self.visit(s.body)
         return None if body is None else replace(s, body=body)
+
+    def visit_Barrier(self, s: Barrier) -> Stmt:
+        return s
 
     def visit_Stmt(self, s: Stmt) -> Stmt:  # pragma: no cover - a node kind this pass does not know
         raise AssertionError(f"simplify has no rule for statement {type(s).__name__}")

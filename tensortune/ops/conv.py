@@ -8,12 +8,12 @@ import numpy as np
 
 from .. import te
 from ..errors import ShapeError
-from ..target import Target
+from ..target import Target, TargetKind
 from ..schedule import Schedule, create_schedule
 from ..te import Expr, Tensor
 from .operator import Operator, Part
 from .pad import pad_nchw
-from .schedule_helpers import largest_divisor, local_accumulator, parallel_input_transform
+from .schedule_helpers import largest_divisor, local_accumulator, parallel_input_transform, simple_gpu_schedule
 
 
 def conv_out_size(n: int, k: int, stride: int, pad: int, what: str) -> int:
@@ -118,7 +118,10 @@ def _schedule_conv(op: Operator, target: Target) -> Schedule:
     """Output tiles of (channels x row segment) accumulated in registers, vectorized along the row.
 
     The padded input is materialised once in parallel; epilogue stages are inlined into the output.
+    For a GPU target: ``simple_gpu_schedule`` (the tuned ones are the ``*_cuda`` templates).
     """
+    if target.kind is TargetKind.CUDA:
+        return simple_gpu_schedule(op)
     out = op.output
     s = create_schedule(out)
     parallel_input_transform(s, op)

@@ -15,10 +15,10 @@ import numpy as np
 from .. import te
 from ..dtype import DType
 from ..errors import ShapeError
-from ..target import Target
+from ..target import Target, TargetKind
 from ..schedule import Schedule, create_schedule
 from .operator import Operator, Part
-from .schedule_helpers import largest_divisor, local_accumulator
+from .schedule_helpers import largest_divisor, local_accumulator, simple_gpu_schedule
 
 
 def _panel(n: int, target: Target, dtype: str) -> int:
@@ -125,4 +125,21 @@ def _schedule(op: Operator, target: Target) -> Schedule:
     return s
 
 
-__all__ = ["matmul", "dense"]
+def matmul_nn(M: int, N: int, K: int, dtype: str = "float32", name: str = "matmul") -> Operator:
+    """``out = A @ B`` with ``A: [M, K]`` and ``B: [K, N]`` read in place (no packed panels): the GPU matmul,
+    whose tiles are staged in shared memory by the schedule instead."""
+    A = te.placeholder((M, K), dtype, "A")
+    B = te.placeholder((K, N), dtype, "B")
+    k = te.reduce_axis(K, "k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name)
+
+    def reference(a, b):
+        return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+
+    def schedule(op: Operator, target: Target) -> Schedule:
+        return simple_gpu_schedule(op) if target.kind is TargetKind.CUDA else create_schedule(op.output)
+
+    return Operator(name, (A, B), C, 2 * M * N * K, reference, schedule, parts={Part.ACCUMULATOR: C})
+
+
+__all__ = ["dense", "matmul", "matmul_nn"]

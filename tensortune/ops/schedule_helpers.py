@@ -31,3 +31,20 @@ def parallel_input_transform(s: Schedule, op: Operator) -> None:
             stage = s[op.parts[role]]
             b, c = stage.axis[:2]
             stage.parallel(stage.fuse(b, c))
+
+
+def simple_gpu_schedule(op: Operator, threads: int = 256) -> Schedule:
+    """A plain GPU schedule: intermediate stages inlined, the output's loops fused and spread over blocks
+    of ``threads`` threads, each thread computing one element (its reduction serial). Correct for any operator
+    whose stages other than the output are elementwise or padding; fast for none."""
+    out = op.output
+    s = Schedule(out)
+    for name, st in s.stages.items():
+        if name != out.name and not st.is_placeholder:
+            s[name].compute_inline()
+    stage = s[out]
+    fused = stage.fuse(*stage.axis) if len(stage.axis) > 1 else stage.axis[0]
+    bx, tx = stage.split(fused, min(threads, fused.extent))
+    stage.bind(bx, "blockIdx.x")
+    stage.bind(tx, "threadIdx.x")
+    return s

@@ -165,16 +165,16 @@ def _compile_cached(source: str, cc: Compiler, flags: tuple[str, ...], link_flag
     return out
 
 
-def cached_library(key: str, data: bytes) -> Path:
+def cached_library(key: str, data: bytes, suffix: str = ".so") -> Path:
     """The path of the library ``key`` in this machine's cache, written from ``data`` if it is not there
-    (a library compiled on another machine and sent as bytes)."""
+    (a library compiled on another machine and sent as bytes; ``suffix``: ``.cubin`` for a GPU kernel)."""
     if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
         raise ValueError(f"not a library content key: {key!r}")
     out_dir = settings().cache_dir / "kernels"
-    lib = out_dir / f"{key}.so"
+    lib = out_dir / f"{key}{suffix}"
     if not lib.exists():
         out_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key}-", suffix=".so.tmp", dir=out_dir)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key}-", suffix=f"{suffix}.tmp", dir=out_dir)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, lib)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..target import Target
+from ..target import Target, TargetKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,5 +30,6 @@ CROSS_TOOLS: dict[str, CrossTools] = {
 
 
 def is_foreign(target: Target) -> bool:
-    """Whether ``target``'s architecture differs from this machine's (it needs cross tools)."""
-    return target.arch != Target.host().arch
+    """Whether ``target``'s architecture differs from this machine's (it needs cross tools). A GPU target is
+    never foreign: its kernels run on a GPU of this machine, not under an emulator."""
+    return target.kind is TargetKind.C and target.arch != Target.host().arch

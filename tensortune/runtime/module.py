@@ -27,7 +27,10 @@ ALIGNMENT = 64  # bytes; one cache line and one AVX-512 register
 
 
 class KernelRuntimeError(TensortuneError, RuntimeError):
-    """A kernel could not be loaded, or returned a nonzero error code."""
+    """A kernel could not be loaded, or returned a nonzero error code. ``ends_process``: the process that ran
+    it cannot run kernels any more (a GPU context lost to an illegal access)."""
+
+    ends_process = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,9 @@ class BaseModule:
     def __call__(self, *arrays: np.ndarray, num_threads: int | None = None) -> None:
         """Run the kernel on ``arrays`` (inputs and outputs, in the order of ``self.args``)."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the kernel holds outside this process's memory (GPU memory); a no-op on CPUs."""
 
     def time_evaluator(
         self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0, num_threads: int | None = None

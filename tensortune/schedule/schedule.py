@@ -10,8 +10,8 @@ from typing import Iterable, Sequence
 from ..errors import ExprError, ScheduleError
 from ..te.expr import AxisKind, IterVar, TensorRead, Var, transform, walk
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
-from ..ir.nodes import ForKind
-from .steps import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Reorder, Split,
+from ..ir.nodes import ForKind, Scope
+from .steps import (Annotate, Bind, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Reorder, Split,
                     Step)
 
 
@@ -72,6 +72,7 @@ class StageState:
     relations: list[SplitRel | FuseRel] = field(default_factory=list)
     annotations: dict[str, ForKind] = field(default_factory=dict)
     attach: str | AttachAt = ROOT
+    scope: Scope = Scope.GLOBAL  # where its buffer lives when computed inside another stage's loops
 
     @property
     def is_placeholder(self) -> bool:
@@ -284,6 +285,17 @@ class StageHandle:
     def vectorize(self, axis: Axis | str) -> None:
         self.annotate(axis, ForKind.VECTORIZED)
 
+    def bind(self, axis: Axis | str, thread: ForKind | str) -> None:
+        """Run the loop ``axis`` on a GPU index: ``"blockIdx.x"`` ... ``"threadIdx.z"``, ``"vthread"`` (or
+        the ``ForKind`` members). Its iterations are then spread over the blocks or threads of that index."""
+        kind = thread
+        if isinstance(thread, str):
+            try:
+                kind = ForKind(thread)
+            except ValueError:
+                kind = thread  # rejected with the list of names below
+        self.sch.apply(Bind(self.name, self._name(axis), kind))
+
     def unroll(self, axis: Axis | str) -> None:
         self.annotate(axis, ForKind.UNROLLED)
 
@@ -394,19 +406,59 @@ def _apply_annotate(s: Schedule, step: Annotate) -> None:
     if not isinstance(step.kind, ForKind):
         raise ScheduleError(st.name, step.axis, f"a loop kind must be a ForKind such as ForKind.UNROLLED, "
                                                 f"got {step.kind!r}")
+    if step.kind.is_gpu:
+        raise ScheduleError(st.name, step.axis, f"'{step.kind.value}' is a GPU binding: use bind(axis, "
+                                                f"'{step.kind.value}'), not annotate")
     _leaf(st, step.axis, _VERB[step.kind])
     if st.kinds[step.axis] is AxisKind.REDUCE and step.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
         raise ScheduleError(st.name, step.axis, f"cannot {_VERB[step.kind]} a reduction axis: its iterations "
                                                 "accumulate into the same element")
     prev = st.annotations.get(step.axis)
     if prev is not None and prev is not step.kind:
-        raise ScheduleError(st.name, step.axis, f"axis is already marked {_VERB[prev]}; one annotation per axis")
+        raise ScheduleError(st.name, step.axis, f"axis is already {_describe(prev)}; one annotation per axis")
     if step.kind is ForKind.PARALLEL:
         others = [a for a, v in st.annotations.items() if v is ForKind.PARALLEL and a != step.axis]
         if others:
             raise ScheduleError(st.name, step.axis, f"axis '{others[0]}' is already parallel; fuse the axes and "
                                                     "parallelize the fused axis instead")
     st.annotations[step.axis] = step.kind
+
+
+def _apply_bind(s: Schedule, step: Bind) -> None:
+    st = s._stage(step.stage)
+    if not isinstance(step.thread, ForKind) or not step.thread.is_gpu:
+        names = ", ".join(k.value for k in ForKind if k.is_gpu)
+        raise ScheduleError(st.name, step.axis, f"bind needs a GPU index ({names}), got {step.thread!r}")
+    _leaf(st, step.axis, "bind")
+    kind = step.thread
+    if st.kinds[step.axis] is AxisKind.REDUCE:
+        raise ScheduleError(st.name, step.axis, f"cannot bind a reduction axis to {kind.value}: its iterations "
+                                                "accumulate into the same element (split it and bind a spatial "
+                                                "axis instead)")
+    prev = st.annotations.get(step.axis)
+    if prev is not None:
+        raise ScheduleError(st.name, step.axis, f"axis is already {_describe(prev)}; one annotation or binding "
+                                                "per axis")
+    if kind is not ForKind.VTHREAD:
+        other = next((a for a, k in st.annotations.items() if k is kind), None)
+        if other is not None:
+            raise ScheduleError(st.name, step.axis, f"axis '{other}' of this stage is already bound to "
+                                                    f"{kind.value}; fuse the two axes and bind the fused one")
+        dim = "xyz".index(kind.value[-1])
+        limit = (_MAX_BLOCK_DIMS if kind.is_thread else _MAX_GRID_DIMS)[dim]
+        if st.extents[step.axis] > limit:
+            raise ScheduleError(st.name, step.axis, f"extent {st.extents[step.axis]} is more than the "
+                                                    f"{limit} {kind.value} a GPU launch allows; split the "
+                                                    "axis and bind a part of it")
+    st.annotations[step.axis] = kind
+
+
+#: per-dimension limits of every CUDA GPU (the whole block: at most 1024 threads, checked by lowering)
+_MAX_BLOCK_DIMS = (1024, 1024, 64)
+_MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
+
+def _describe(kind: ForKind) -> str:
+    return f"bound to {kind.value}" if kind.is_gpu else f"marked {_VERB[kind]}"
 
 
 #: how errors name each loop kind (the verb of the primitive that sets it)
@@ -470,8 +522,20 @@ def _fresh_axes(op: ComputeOp) -> tuple[tuple[IterVar, ...], dict]:
     return axes, {old.var: new.var for old, new in zip(op.axes, axes)}
 
 
+#: storage scopes a cache stage may have
+_CACHE_SCOPES = {"local": Scope.LOCAL, "shared": Scope.SHARED}
+
+
+def _cache_scope(stage: str, scope: str, what: str) -> Scope:
+    if scope not in _CACHE_SCOPES:
+        raise ScheduleError(stage, None, f"{what}: unknown scope {scope!r}; use 'local' (registers or stack) or "
+                                         "'shared' (GPU shared memory)")
+    return _CACHE_SCOPES[scope]
+
+
 def _apply_cache_write(s: Schedule, step: CacheWrite) -> None:
     st = s._stage(step.stage)
+    scope = _cache_scope(st.name, step.scope, "cache_write")
     name = f"{st.name}.{step.scope}"
     if name in s.stages:
         raise ScheduleError(st.name, None, f"cache_write: stage '{name}' already exists")
@@ -482,7 +546,7 @@ def _apply_cache_write(s: Schedule, step: CacheWrite) -> None:
     cache_t = Tensor(st.shape, st.dtype, cache_op)
     axes, _ = _fresh_axes(op)
     new_op = ComputeOp(st.name, axes, cache_t[tuple(a.var for a in axes)])
-    cst = StageState(name, cache_op, st.shape, st.dtype, False)
+    cst = StageState(name, cache_op, st.shape, st.dtype, False, scope=scope)
     cst.reset_axes()
     s._insert_stage(st.name, cst, cache_t)
     st.op = new_op
@@ -491,6 +555,7 @@ def _apply_cache_write(s: Schedule, step: CacheWrite) -> None:
 
 def _apply_cache_read(s: Schedule, step: CacheRead) -> None:
     src = s._stage(step.stage, compute=False)
+    scope = _cache_scope(src.name, step.scope, "cache_read")
     name = f"{src.name}.{step.scope}"
     if name in s.stages:
         raise ScheduleError(src.name, None, f"cache_read: stage '{name}' already exists")
@@ -502,7 +567,7 @@ def _apply_cache_read(s: Schedule, step: CacheRead) -> None:
     src_t = s.tensors[src.name]
     axes = tuple(IterVar(Var(f"ax{d}"), e) for d, e in enumerate(src.shape))
     cache_t = Tensor(src.shape, src.dtype, ComputeOp(name, axes, src_t[tuple(a.var for a in axes)]))
-    cst = StageState(name, cache_t.op, src.shape, src.dtype, False)
+    cst = StageState(name, cache_t.op, src.shape, src.dtype, False, scope=scope)
     cst.reset_axes()
     first = min(step.readers, key=list(s.stages).index)
     s._insert_stage(first, cst, cache_t)
@@ -518,7 +583,7 @@ def _apply_cache_read(s: Schedule, step: CacheRead) -> None:
 
 
 _APPLY = {
-    Split: _apply_split, Fuse: _apply_fuse, Reorder: _apply_reorder, Annotate: _apply_annotate,
+    Split: _apply_split, Fuse: _apply_fuse, Reorder: _apply_reorder, Annotate: _apply_annotate, Bind: _apply_bind,
     ComputeInline: _apply_inline, ComputeRoot: _apply_root, ComputeAt: _apply_compute_at,
     CacheWrite: _apply_cache_write, CacheRead: _apply_cache_read,
 }

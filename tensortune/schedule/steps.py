@@ -41,6 +41,16 @@ class Annotate:
 
 
 @dataclass(frozen=True)
+class Bind:
+    """Run loop ``axis`` of ``stage`` on a GPU block or thread index (``thread``: ``ForKind.BLOCK_X`` ...
+    ``ForKind.THREAD_Z`` or ``ForKind.VTHREAD``)."""
+
+    stage: str
+    axis: str
+    thread: ForKind
+
+
+@dataclass(frozen=True)
 class ComputeInline:
     stage: str
 
@@ -70,10 +80,10 @@ class CacheRead:
     readers: tuple[str, ...]
 
 
-Step = Split | Fuse | Reorder | Annotate | ComputeInline | ComputeAt | ComputeRoot | CacheWrite | CacheRead
+Step = Split | Fuse | Reorder | Annotate | Bind | ComputeInline | ComputeAt | ComputeRoot | CacheWrite | CacheRead
 
 STEP_TYPES: dict[str, type] = {t.__name__: t for t in
-                               (Split, Fuse, Reorder, Annotate, ComputeInline, ComputeAt, ComputeRoot, CacheWrite,
+                               (Split, Fuse, Reorder, Annotate, Bind, ComputeInline, ComputeAt, ComputeRoot, CacheWrite,
                                 CacheRead)}
 
 

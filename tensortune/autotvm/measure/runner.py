@@ -23,6 +23,7 @@ from ...ops.operator import check_output
 from ...runtime.compiler import unload_library
 from ...runtime.cross import is_foreign
 from ...runtime.emulator import EmulatedTimingWarning
+from ...runtime.module import KernelRuntimeError
 from ...runtime.timer import timer_functions
 from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 
@@ -193,13 +194,17 @@ def _worker_main(conn: Connection) -> None:
         if request is None:
             return
         inp, build, options = request
+        lost = False
         try:
             reply = _measure(inp, build, options, cache, conn)
         except TensortuneError as e:
             reply = ((), ErrorKind.RUNTIME_CRASH, f"{type(e).__name__}: {e}")
+            lost = isinstance(e, KernelRuntimeError) and e.ends_process
         except Exception:
             reply = ((), ErrorKind.UNKNOWN, traceback.format_exc(limit=-3))
         conn.send(reply)
+        if lost:  # e.g. a GPU context lost to an illegal address: the next candidate gets a fresh worker
+            return
 
 
 def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: dict[Any, _TaskData],
@@ -223,6 +228,7 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
             return (), ErrorKind.WRONG_ANSWER, problem
         return _time(module, (*inputs, data.output), options), ErrorKind.NONE, ""
     finally:
+        module.close()  # a GPU kernel's device memory
         del module
         unload_library(path)  # a long tuning run loads thousands of candidates into this worker
 
