@@ -10,6 +10,7 @@ from tensortune.autotvm.measure.result import ErrorKind, MeasureResult
 from tensortune.autotvm.record import load_records
 from tensortune.autotvm.scheduler import Strategy, TaskScheduler, WeightedTask, tune_network
 from tensortune.autotvm.task import Task
+from tensortune.autotvm.templates import TEMPLATES
 from tensortune.autotvm.templates.matmul import matmul_template
 from tensortune.autotvm.tune import TuneError
 from tensortune.target import Target
@@ -18,13 +19,17 @@ AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
 FLAT = Task(matmul_template, (64, 64, 64), AVX2)  # every config as fast as the next: no headroom
 STEEP = Task(matmul_template, (96, 64, 64), AVX2)  # a single sharp peak: each round may still find better
 STEEP2 = Task(matmul_template, (128, 64, 64), AVX2)
+LAYER = (1, 16, 8, 8, 16, 3, 1, 1)  # a 3x3, stride-1 convolution: two alternatives
+DIRECT = Task(TEMPLATES["conv2d_nchwc_packed"], LAYER, AVX2)
+WINOGRAD = Task(TEMPLATES["conv2d_winograd_nchwc_packed"], LAYER, AVX2)
 
 
 def landscape(task: Task, index: int) -> float:
-    """Fake GFLOP/s of a config: flat tasks all 50; steep tasks 10 to 100 depending on the index."""
+    """Fake GFLOP/s of a config: flat tasks all 50; steep tasks 10 to 100 depending on the index (Winograd: 3 times
+    as fast)."""
     if task is FLAT:
         return 50.0
-    return 10.0 + 90.0 * ((index * 2654435761) % 1000 / 999.0) ** 8
+    return (3.0 if task is WINOGRAD else 1.0) * (10.0 + 90.0 * ((index * 2654435761) % 1000 / 999.0) ** 8)
 
 
 class FakeMeasure:
@@ -116,6 +121,20 @@ def test_model_based_tuners_learn_from_the_other_tasks(tmp_path):
     assert sum(result.trials) == 96 and all(i is not None for i in result.best_index)
 
 
+def test_alternatives_of_a_layer_count_once_and_the_faster_one_gets_more_trials():
+    def tune(group):
+        tasks = [WeightedTask(DIRECT, 2, group), WeightedTask(WINOGRAD, 2, group), WeightedTask(STEEP, 1)]
+        return tune_network(tasks, 256, tuner="random", round_size=16, measure=FakeMeasure(), seed=5, progress=False)
+
+    grouped, apart = tune("C"), tune(None)
+    direct, winograd, _ = grouped.best_latency
+    assert grouped.estimated_latency == pytest.approx(2 * min(direct, winograd) + grouped.best_latency[2])
+    assert grouped.curve[-1][2] == pytest.approx(grouped.estimated_latency)
+    direct_trials, winograd_trials, _ = grouped.trials
+    assert winograd_trials > 2 * direct_trials and direct_trials >= 16  # the slower one still had its first round
+    assert winograd_trials / direct_trials > 2 * apart.trials[1] / apart.trials[0]  # the group shifted its trials
+
+
 def test_bad_arguments_are_tune_errors():
     with pytest.raises(TuneError, match="no tasks"):
         TaskScheduler([], 10)
@@ -123,3 +142,5 @@ def test_bad_arguments_are_tune_errors():
         TaskScheduler([FLAT, FLAT], 10)
     with pytest.raises(TuneError, match="weight"):
         WeightedTask(FLAT, 0)
+    with pytest.raises(TuneError, match="same weight"):
+        TaskScheduler([WeightedTask(DIRECT, 1, "C"), WeightedTask(WINOGRAD, 2, "C")], 10)
