@@ -772,7 +772,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         print(f"  {r['index']:>3}  {r['kind']:<16} {r['template'] or '(default schedule)':<28} {what:<34} "
               f"{r['occurrences']:>5} {r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
         for alt in r["alternatives"]:
-            print(f"  {'':>3}  {'  alternative':<16} {alt['template']:<28} {'(the same nodes)':<34}")
+            print(f"  {'':>3}  {'  alternative':<16} {alt['template']:<28} (the same nodes)")
     return EXIT_OK
 
 
