@@ -156,6 +156,24 @@ def test_random_template_configs_match_numpy_on_resnet18(layer):
                             f"{layer} {task.config(index)}")
 
 
+@settings(max_examples=6, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(LAYERS), st.integers(0, 2 ** 62))
+def test_hypothesis_template_configs_match_numpy_on_resnet18_geometries(layer, draw):
+    """Configs of the template drawn by hypothesis (any point of the space) on each ResNet-18 layer's image size,
+    padding and tiles, with a quarter of its channels (still several channel blocks; the full layers are above)."""
+    r = workloads.get(f"resnet18:{layer}")
+    task = create_task("conv2d", {"IC": r["ic"] // 4, "OC": r["oc"] // 4, "H": r["h"], "W": r["w"], "K": 3,
+                                  "pad": r["pad"]}, template=TEMPLATE)
+    index = draw % len(task.space)
+    canonical = task.make_inputs(1)
+    sch, op = task.instantiate(index)
+    out = np.full(op.output.shape, np.nan, np.float32)
+    tt.build(sch, op.args)(*task.kernel_inputs(index, canonical), out)
+    check_against_numpy(out, canonical, task.config(index)["tile_size"], task.args[-1],
+                        f"{layer}/4 {task.config(index)}")
+
+
 @st.composite
 def winograd_cases(draw) -> tuple[tuple[int, int], object, object]:
     """A small Winograd operator (any tile size, blocks, padding, register tile) under a random schedule of
@@ -251,8 +269,8 @@ def check_fused(sch, op, m: int, pad: int, seed: int, what: str) -> None:
     assert {b.name for b in tt.lower(sch, op.args).workspaces}.isdisjoint({"conv2d", "plus", "relu"})
     f32 = [a.astype(np.float32) for a in (x, wt, bias, res)]
     out = np.full(op.output.shape, np.nan, np.float32)
-    tt.build(sch, op.args)(blocked(f32[0], icb), winograd_weight(f32[1], m, icb, ocb), f32[2], blocked(f32[3], ocb),
-                           out)
+    tt.build(sch, op.args)(*map(np.ascontiguousarray, (blocked(f32[0], icb), winograd_weight(f32[1], m, icb, ocb),
+                                                       f32[2], blocked(f32[3], ocb))), out)
     y_abs = blocked(winograd_numpy(x, wt, m, pad, absolute=True), ocb)
     tol = np.sqrt(x.shape[1] + 4 * (m + 2)) * 2.0 ** -24 * y_abs + 2 * 2.0 ** -24 * (
         np.abs(blocked(conv, ocb)) + 2 + np.abs(expected))
