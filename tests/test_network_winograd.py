@@ -16,13 +16,18 @@ from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureRe
 from tensortune.autotvm.record import append_records
 from tensortune.autotvm.task import Task
 from tensortune.cli import main
-from tensortune.graph.tasks import CONV_TEMPLATE, WINOGRAD_TEMPLATE, extract_tasks
+from tensortune.graph.tasks import CONV_TEMPLATE, WINOGRAD_TEMPLATE, extract_tasks, node_tasks
 from tensortune.network import optimized_graph, zoo
+from tensortune.network.compile_model import load_program
+from tensortune.network.conv import default_winograd_tile, winograd_kernel
+from tensortune.network.declare import declare
+from tensortune.network.program import build_program
 from tensortune.network.tuned import TunedKernels
 from tensortune.network.tuning import weighted_tasks
 from tensortune.ops import conv2d_nchw
 
 TARGET = tt.Target.host()
+LANES = TARGET.lanes("float32")
 #: the 3x3, stride-1 workloads of ResNet-18 on 32x32 images: (C, H, W) of each stage
 LAYERS = [(64, 8, 8), (128, 4, 4), (256, 2, 2), (512, 1, 1)]
 
@@ -120,3 +125,82 @@ def test_tasks_on_the_command_line_lists_the_alternatives(resnet, tmp_path, caps
     assert "12 tuning tasks (and 4 alternatives)" in out
     assert [line.split()[:2] for line in out.splitlines() if WINOGRAD_TEMPLATE in line] == [
         ["alternative", WINOGRAD_TEMPLATE]] * 4
+
+
+# ------------------------------------------------------------------ fused epilogues against the unfused graph
+
+#: ResNet-18's 3x3, stride-1 layers (resnet18:C2, C6, C9, C12 at 224x224): (C, H, W), each with a tile size
+RESNET18_LAYERS = [((64, 56, 56), 4), ((128, 28, 28), 2), ((256, 14, 14), 6), ((512, 7, 7), 4)]
+
+
+def basic_block(c: int, size: int):
+    """A ResNet basic block with a ReLU6 in the middle: ``relu(bn(conv(clip(bn(conv(x)), 0, 6)) + b) + x)``. After
+    the graph passes: two fused 3x3 convolutions, the batch norms folded into their weights and biases, the first
+    with a Clip epilogue, the second with a residual Add and a ReLU."""
+    rng = np.random.default_rng(c)
+
+    def bn(k):
+        params = [rng.uniform(0.5, 1.5, c), rng.uniform(-0.1, 0.1, c), rng.uniform(-0.1, 0.1, c),
+                  rng.uniform(0.5, 1.5, c)]
+        return {f"{name}{k}": p.astype(np.float32) for name, p in zip(("gamma", "beta", "mean", "var"), params)}
+
+    scale = np.sqrt(2.0 / (9 * c))
+    consts = {"w1": (rng.standard_normal((c, c, 3, 3)) * scale).astype(np.float32),
+              "w2": (rng.standard_normal((c, c, 3, 3)) * scale).astype(np.float32),
+              "b2": rng.uniform(-0.1, 0.1, c).astype(np.float32), "lo": np.float32(0), "hi": np.float32(6),
+              **bn(1), **bn(2)}
+    conv = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    nodes = [node("Conv", ["x", "w1"], ["c1"], **conv),
+             node("BatchNormalization", ["c1", "gamma1", "beta1", "mean1", "var1"], ["n1"]),
+             node("Clip", ["n1", "lo", "hi"], ["a1"]),
+             node("Conv", ["a1", "w2", "b2"], ["c2"], **conv),
+             node("BatchNormalization", ["c2", "gamma2", "beta2", "mean2", "var2"], ["n2"]),
+             node("Add", ["n2", "x"], ["s"]), node("Relu", ["s"], ["out"])]
+    return model(nodes, {"x": (1, c, size, size)}, ["out"], consts)
+
+
+def compile_winograd(m, tile: int):
+    """``m`` compiled with every 3x3, stride-1 convolution a Winograd F(tile x tile) kernel (default schedule);
+    the module and the names of those nodes."""
+    g = optimized_graph(m, TARGET)
+    winograd: list[str] = []
+
+    def choose(g, n, target):
+        if n.op.kind == "Conv" and any(t.name == WINOGRAD_TEMPLATE for t in node_tasks(g, n, target)):
+            winograd.append(n.name)
+            return winograd_kernel(g, n, target, LANES, tile)
+        return declare(g, n, target)
+
+    return load_program(build_program(g, TARGET, choose), TARGET), g, winograd
+
+
+@pytest.mark.parametrize("shape, tile", RESNET18_LAYERS, ids=["C2", "C6", "C9", "C12"])
+def test_fused_winograd_kernels_equal_the_unfused_graph_on_resnet18_layers(shape, tile):
+    """Folded batch norm (bias), Clip, residual Add and ReLU in the output transform, against onnxruntime running
+    the unfused ONNX graph (7 nodes)."""
+    c, h, w = shape
+    m = basic_block(c, h)
+    module, g, winograd = compile_winograd(m, tile)
+    convs = [n for n in g.nodes if n.op.kind == "Conv"]
+    assert winograd == [n.name for n in convs] and len(convs) == 2
+    assert all(n.op.has_bias for n in convs)  # the batch norms, folded
+    assert [[s.op.fn.value for s in n.op.epilogue] for n in convs] == [["clip"], ["add", "relu"]]
+    x = rand((1, c, h, w), c)
+    assert_close(module(x), ort_run(m, {"x": x})[0], f"basic block {shape}, F({tile}x{tile}, 3x3)")
+
+
+def test_untuned_3x3_stride_1_convolutions_run_winograd_by_the_measured_rule():
+    """The largest tile of 6, 4, 2 that leaves at least 48 tiles (AVX2 only: the measured ISA)."""
+    g = optimized_graph(zoo.resnet18(image=224), TARGET)
+    convs = [n for n in g.nodes if n.op.kind == "Conv"]
+    picked = {(tuple(g.values[n.inputs[0]].shape[1:]), default_winograd_tile(g, n, TARGET, LANES)) for n in convs
+              if any(t.name == WINOGRAD_TEMPLATE for t in node_tasks(g, n, TARGET))}
+    others = {default_winograd_tile(g, n, TARGET, LANES) for n in convs
+              if not any(t.name == WINOGRAD_TEMPLATE for t in node_tasks(g, n, TARGET))}
+    assert others == {None}  # 7x7, 1x1 and stride-2 convolutions stay direct
+    if TARGET.isa is not tt.target.ISA.AVX2:
+        assert {tile for _, tile in picked} == {None}
+        return
+    assert picked == {((64, 56, 56), 6), ((128, 28, 28), 4), ((256, 14, 14), 2), ((512, 7, 7), 2)}
+    neon = tt.Target.parse("c -isa=neon -cores=4 -arch=aarch64")
+    assert all(default_winograd_tile(g, n, neon, 4) is None for n in g.nodes if n.op.kind == "Conv")

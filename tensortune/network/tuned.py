@@ -5,8 +5,8 @@ convolution's from ``depthwise_conv2d_nchwc_packed``; the template schedules the
 its ``declare`` hook (the epilogue stages are inlined into the output stage). A node with alternatives (a 3x3,
 stride-1 convolution, also a ``conv2d_winograd_nchwc_packed`` task) runs the alternative whose best record is
 fastest: their FLOPs are the same, so the shortest time wins. A node whose tasks have no successful record, or
-whose template would use other channel blocks than the network's layout, keeps its default schedule (the latter
-with a warning).
+whose template would use other channel blocks than the network's layout, keeps its default kernel (the latter
+with a warning), which for a 3x3, stride-1 convolution may be a Winograd one (``conv.default_winograd_tile``).
 """
 from __future__ import annotations
 
