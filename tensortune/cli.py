@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
                        description="List the convolution and dense workloads of an ONNX network after graph "
                                    "optimization: one tuning task per distinct workload, how many nodes share it, "
-                                   "its FLOPs and its share of the network's FLOPs.")
+                                   "its FLOPs and its share of the network's FLOPs, and its alternatives (the "
+                                   "Winograd task of a 3x3, stride-1 convolution), which tune-model tunes too.")
     k.add_argument("model", metavar="MODEL.onnx")
     k.add_argument("--target", help="target string (default: this machine)")
     k.add_argument("--shape", nargs="+", metavar="NAME=DIMS", help=shape_help)
@@ -718,7 +719,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _error(f"interrupted; the measured trials are in {args.log}: rerun the same command to resume")
         return EXIT_INTERRUPTED
-    rows = [{"task": str(w.task), "occurrences": w.weight, "trials": n, "best_latency_s": lat,
+    rows = [{"task": str(w.task), "occurrences": w.weight, "group": w.group, "trials": n, "best_latency_s": lat,
              "best_config_index": i} for w, n, lat, i in zip(result.tasks, result.trials, result.best_latency,
                                                                result.best_index)]
     summary = {"model": args.model, "target": str(target), "log": args.log, "trials": sum(result.trials),
@@ -733,10 +734,12 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     est = result.estimated_latency
     print(f"network   {args.model}: {len(items)} tasks, {summary['trials']} trials; {result.stop_reason}")
     print(f"latency   {_fmt_seconds(est) if est != float('inf') else 'unknown (a task has no successful kernel)'} "
-          "estimated (sum over tasks of occurrences x best latency; compile to measure it)")
-    print(f"  {'task':<58} {'x':>3} {'trials':>6} {'best':>10}")
-    for r in rows:
-        print(f"  {r['task']:<58} {r['occurrences']:>3} {r['trials']:>6} {_fmt_seconds(r['best_latency_s']):>10}")
+          "estimated (sum over layers of occurrences x best latency of their alternatives; compile to measure it)")
+    print(f"  {'task':<62} {'x':>3} {'trials':>6} {'best':>10}")
+    for k, r in enumerate(rows):
+        alternative = k > 0 and r["group"] is not None and r["group"] == rows[k - 1]["group"]
+        print(f"  {('or ' if alternative else '') + r['task']:<62} {r['occurrences']:>3} {r['trials']:>6} "
+              f"{_fmt_seconds(r['best_latency_s']):>10}")
     print(f"log       {args.log} (compile with: tensortune compile {args.model} -o OUT --log {args.log})")
     return EXIT_OK
 
@@ -751,7 +754,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     total = sum(t.total_flops for t in tasks)
     rows = [{"index": k + 1, "kind": t.kind, "template": t.task.name if t.task else None, "workload": t.workload,
              "args": list(t.task.args) if t.task else None, "nodes": list(t.nodes), "occurrences": t.occurrences,
-             "flops": t.flops, "total_flops": t.total_flops, "share": t.total_flops / total if total else 0.0}
+             "flops": t.flops, "total_flops": t.total_flops, "share": t.total_flops / total if total else 0.0,
+             "alternatives": [{"template": a.name, "workload": a.workload_key} for a in t.alternatives]}
             for k, t in enumerate(tasks)]
     tunable = sum(r["total_flops"] for r in rows if r["template"])
     if args.json:
@@ -759,13 +763,16 @@ def cmd_tasks(args: argparse.Namespace) -> int:
                           "tunable_flops": tunable, "tasks": rows}))
         return EXIT_OK
     tuned_tasks, nodes = sum(1 for r in rows if r["template"]), sum(r["occurrences"] for r in rows)
-    print(f"{graph.name}: {tuned_tasks} tuning tasks for {nodes} "
+    alternatives = sum(len(r["alternatives"]) for r in rows)
+    print(f"{graph.name}: {tuned_tasks} tuning tasks (and {alternatives} alternatives) for {nodes} "
           f"convolution/dense nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
-    print(f"  {'#':>3}  {'kind':<16} {'template':<20} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
+    print(f"  {'#':>3}  {'kind':<16} {'template':<28} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
     for r in rows:
         what = json.dumps(r["args"], separators=(",", ":")) if r["args"] else r["workload"]
-        print(f"  {r['index']:>3}  {r['kind']:<16} {r['template'] or '(default schedule)':<20} {what:<34} "
+        print(f"  {r['index']:>3}  {r['kind']:<16} {r['template'] or '(default schedule)':<28} {what:<34} "
               f"{r['occurrences']:>5} {r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
+        for alt in r["alternatives"]:
+            print(f"  {'':>3}  {'  alternative':<16} {alt['template']:<28} (the same nodes)")
     return EXIT_OK
 
 

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 import tensortune as tt
-from tensortune import workloads
+from tensortune import te, workloads
 from tensortune.autotvm.catalog import create_task, task_from_workload
 from tensortune.autotvm.templates.winograd import TILE_SIZES
 from tensortune.errors import ScheduleError, ShapeError
 from tensortune.ops import conv2d_nchw, conv2d_nchwc_packed, conv2d_winograd_nchwc
-from tensortune.ops.winograd import WinogradPlan, schedule_winograd, winograd_tiles
+from tensortune.ops.winograd import WinogradPlan, schedule_winograd, winograd_tiles, winograd_weight
 from tensortune.ops.winograd_transforms import winograd_matrices
 
 from strategies import random_schedule
@@ -156,6 +156,24 @@ def test_random_template_configs_match_numpy_on_resnet18(layer):
                             f"{layer} {task.config(index)}")
 
 
+@settings(max_examples=6, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(LAYERS), st.integers(0, 2 ** 62))
+def test_hypothesis_template_configs_match_numpy_on_resnet18_geometries(layer, draw):
+    """Configs of the template drawn by hypothesis (any point of the space) on each ResNet-18 layer's image size,
+    padding and tiles, with a quarter of its channels (still several channel blocks; the full layers are above)."""
+    r = workloads.get(f"resnet18:{layer}")
+    task = create_task("conv2d", {"IC": r["ic"] // 4, "OC": r["oc"] // 4, "H": r["h"], "W": r["w"], "K": 3,
+                                  "pad": r["pad"]}, template=TEMPLATE)
+    index = draw % len(task.space)
+    canonical = task.make_inputs(1)
+    sch, op = task.instantiate(index)
+    out = np.full(op.output.shape, np.nan, np.float32)
+    tt.build(sch, op.args)(*task.kernel_inputs(index, canonical), out)
+    check_against_numpy(out, canonical, task.config(index)["tile_size"], task.args[-1],
+                        f"{layer}/4 {task.config(index)}")
+
+
 @st.composite
 def winograd_cases(draw) -> tuple[tuple[int, int], object, object]:
     """A small Winograd operator (any tile size, blocks, padding, register tile) under a random schedule of
@@ -217,6 +235,70 @@ def test_tasks_compute_conv2d_with_the_direct_flops():
         c = task.config(i)
         vectors = c["tile_oc"].size[-1]
         assert c["tile_p"] * vectors <= budget(vectors)
+
+
+# ------------------------------------------------------------------------------------ a caller's epilogue
+
+
+def fused_winograd(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype="float32", **options):
+    """``conv2d_winograd_nchwc`` with its caller's placeholders (data, transformed weight, bias, residual) and the
+    epilogue ``relu(conv + bias + residual)``, as a network declares a fused convolution; called like it."""
+    oh, ow, _, _ = winograd_tiles(H, W, pad, tile)
+    x = te.placeholder((N, C // icb, H, W, icb), dtype, "x")
+    u = te.placeholder(((tile + 2) ** 2, O // ocb, C // icb, icb, ocb), dtype, "u")
+    bias, res = te.placeholder((O,), dtype, "bias"), te.placeholder((N, O // ocb, oh, ow, ocb), dtype, "residual")
+
+    def epilogue(y):
+        plus = te.compute(y.shape, lambda n, o, i, j, c: y[n, o, i, j, c] + bias[o * ocb + c] + res[n, o, i, j, c],
+                          "plus")
+        return [plus, te.compute(y.shape, lambda *i: te.maximum(plus[i], te.const(0, dtype)), "relu")]
+
+    return conv2d_winograd_nchwc(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype,
+                                 inputs=lambda: (x, u, [bias, res]), epilogue=epilogue, **options)
+
+
+def check_fused(sch, op, m: int, pad: int, seed: int, what: str) -> None:
+    """The fused kernel equals ``relu(conv + bias + residual)`` in float64 within the convolution's tolerance
+    (module docstring) plus a rounding of each addition; its epilogue is inlined (no buffer of its own)."""
+    (n, cb, h, w, icb), (_, ob, oh, ow, ocb) = op.inputs[0].shape, op.output.shape
+    rng = np.random.default_rng(seed)
+    x, wt = rng.uniform(-1, 1, (n, cb * icb, h, w)), rng.uniform(-1, 1, (ob * ocb, cb * icb, 3, 3))
+    bias, res = rng.uniform(-1, 1, ob * ocb), rng.uniform(-1, 1, (n, ob * ocb, oh, ow))
+    conv = conv2d_nchw(n, cb * icb, h, w, ob * ocb, 3, pad=pad, dtype="float64").reference(x, wt)
+    expected = blocked(np.maximum(conv + bias[:, None, None] + res, 0), ocb)
+    assert {b.name for b in tt.lower(sch, op.args).workspaces}.isdisjoint({"conv2d", "plus", "relu"})
+    f32 = [a.astype(np.float32) for a in (x, wt, bias, res)]
+    out = np.full(op.output.shape, np.nan, np.float32)
+    tt.build(sch, op.args)(*map(np.ascontiguousarray, (blocked(f32[0], icb), winograd_weight(f32[1], m, icb, ocb),
+                                                       f32[2], blocked(f32[3], ocb))), out)
+    y_abs = blocked(winograd_numpy(x, wt, m, pad, absolute=True), ocb)
+    tol = np.sqrt(x.shape[1] + 4 * (m + 2)) * 2.0 ** -24 * y_abs + 2 * 2.0 ** -24 * (
+        np.abs(blocked(conv, ocb)) + 2 + np.abs(expected))
+    err = np.abs(out.astype(np.float64) - expected)
+    assert (err <= tol).all(), f"{what}: error {err.max():.3g}"
+
+
+@pytest.mark.parametrize("m", TILE_SIZES)
+def test_a_callers_placeholders_and_epilogue_with_the_default_schedule(m):
+    op = fused_winograd(1, 8, 9, 11, 16, 3, 1, 1, m, 4, 8)
+    assert [t.name for t in op.inputs] == ["x", "u", "bias", "residual"] and op.output.name == "relu"
+    assert [t.name for t in op.epilogue] == ["conv2d", "plus"]  # the output transform, then the stages between
+    check_fused(op.default_schedule(), op, m, 1, m, f"default schedule m={m}")
+
+
+def test_template_configs_schedule_the_operator_of_their_declare_hook():
+    task = create_task("conv2d", {"IC": 32, "OC": 32, "H": 10, "W": 10, "K": 3, "pad": 1}, template=TEMPLATE)
+    rng = random.Random(7)
+    for index in [next(i for i in task.space.sample(60, rng) if task.config(i)["tile_size"] == m) for m in TILE_SIZES]:
+        sch, op = task.template.fn(task.config(index), *task.args, declare=fused_winograd)
+        assert op.output.name == "relu"
+        check_fused(sch, op, task.config(index)["tile_size"], 1, index, f"config {task.config(index)}")
+
+
+def test_a_callers_placeholder_of_the_wrong_shape_is_a_shape_error():
+    x, u = te.placeholder((1, 2, 9, 9, 8), "float32", "x"), te.placeholder((36, 2, 2, 8, 8), "float32", "u")
+    with pytest.raises(ShapeError, match=r"transformed weight placeholder .* must have shape \(16, 2, 2, 8, 8\)"):
+        conv2d_winograd_nchwc(1, 16, 9, 9, 16, 3, 1, 1, 2, 8, 8, inputs=lambda: (x, u, []))
 
 
 # ------------------------------------------------------------------------------------ errors

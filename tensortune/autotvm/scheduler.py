@@ -8,6 +8,13 @@ lower the network's latency most: its weight times a mix of its recent improveme
 round since it last improved, so that a task whose search has stalled yields to one still finding
 faster kernels). A small share of rounds goes to a random task, so that no estimate starves a task.
 
+Alternatives: tasks that compute the same layer another way (a direct and a Winograd convolution) share a
+``group``; the layer runs its faster kernel, so the network's latency counts each group once, at the best
+latency of its tasks. An alternative with latency L in a group whose best is B < L has its gradient scaled by
+(B/L)^2: gradients grow with a task's latency per trial, so this gives it about B/L the trials of the best
+alternative (a third of them for one three times slower). A task with no success yet gets rounds before
+the others only while no task of its group has one.
+
 Each task keeps its tuner across rounds (a model-based tuner keeps its model and plan); a new
 tuner learns from the records the other tasks have gathered so far, and that history is refreshed
 as they grow (tasks of similar shape learn from each other). All tasks log to one file: a killed run
@@ -41,14 +48,29 @@ class Strategy(Enum):
 
 @dataclass(frozen=True)
 class WeightedTask:
-    """A task of a network and its weight (how often its kernel runs per inference)."""
+    """A task of a network and its weight (how often its kernel runs per inference). Tasks with the same
+    ``group`` are alternatives of one layer (see the module docstring); None: a group of its own."""
 
     task: Task
     weight: int = 1
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.weight, int) or self.weight < 1:
             raise TuneError(f"a task's weight must be a positive integer, got {self.weight!r}")
+
+    @property
+    def group_key(self) -> tuple[str, str]:
+        return ("group", self.group) if self.group is not None else ("task", self.task.workload_key)
+
+
+def network_latency(tasks: Sequence[WeightedTask], latencies: Sequence[float]) -> float:
+    """Sum over groups of weight x the best latency of the group's tasks (seconds; infinite while a group has no
+    success)."""
+    best: dict[tuple[str, str], tuple[int, float]] = {}
+    for t, lat in zip(tasks, latencies):
+        best[t.group_key] = (t.weight, min(lat, best.get(t.group_key, (0, math.inf))[1]))
+    return sum(w * lat for w, lat in best.values())
 
 
 @dataclass
@@ -93,8 +115,8 @@ class NetworkTuneResult:
 
     @property
     def estimated_latency(self) -> float:
-        """Sum over tasks of weight x best latency (seconds; infinite while a task has no success)."""
-        return sum(t.weight * lat for t, lat in zip(self.tasks, self.best_latency))
+        """Sum over groups of alternatives of weight x best latency (seconds; infinite while one has no success)."""
+        return network_latency(self.tasks, self.best_latency)
 
 
 class TaskScheduler:
@@ -116,6 +138,9 @@ class TaskScheduler:
         keys = [(t.task.workload_key, str(t.task.target)) for t in items]
         if len(set(keys)) != len(keys):
             raise TuneError("the same task is listed twice; give it once with its weight (occurrences)")
+        weights: dict[tuple[str, str], int] = {}
+        if any(weights.setdefault(t.group_key, t.weight) != t.weight for t in items):
+            raise TuneError("alternatives of one layer (tasks of one group) must have the same weight")
         if n_trial < 0 or round_size < 1 or window < 1 or not 0 <= alpha <= 1 or not 0 <= epsilon <= 1:
             raise TuneError(f"need n_trial >= 0, round_size >= 1, window >= 1, alpha and epsilon in [0, 1]; got "
                             f"{n_trial}, {round_size}, {window}, {alpha}, {epsilon}")
@@ -156,7 +181,7 @@ class TaskScheduler:
                 batch_best = state.run.record(inputs, list(measure(inputs)))
                 total += len(inputs)
                 state.curve.append((state.run.done, state.latency))
-                estimate = sum(s.item.weight * s.latency for s in states)
+                estimate = network_latency(self.items, [s.latency for s in states])
                 result.curve.append((total, time.perf_counter() - start, estimate))
                 display.update(total, batch_best, state.run.result.best_gflops,
                                note=f"task {state.item.task} | network {_fmt_latency(estimate)}")
@@ -191,23 +216,38 @@ class TaskScheduler:
         live = [s for s in states if not s.done]
         if self.strategy is Strategy.ROUND_ROBIN:
             return min(live, key=lambda s: (s.run.done, states.index(s)))
-        first = [s for s in live if s.run.done < self.round_size or math.isinf(s.latency)]
-        if first:  # a first round for every task (and more for a task with no success yet)
+        best = self._group_best(states)
+        first = [s for s in live if s.run.done < self.round_size or math.isinf(best[s.item.group_key])]
+        if first:  # a first round for every task (and more for a task of a group with no success yet)
             return min(first, key=lambda s: (s.run.done, states.index(s)))
         if self.rng.random() < self.epsilon:
             return self.rng.choice(live)
-        return max(live, key=lambda s: (self.gradient(s), -s.run.done))
+        return max(live, key=lambda s: (self.gradient(s, best[s.item.group_key]), -s.run.done))
 
-    def gradient(self, state: _TaskState) -> float:
-        """Expected decrease of the network latency per trial spent on ``state``'s task."""
+    @staticmethod
+    def _group_best(states: list[_TaskState]) -> dict[tuple[str, str], float]:
+        """The best latency of each group's tasks."""
+        best: dict[tuple[str, str], float] = {}
+        for s in states:
+            best[s.item.group_key] = min(s.latency, best.get(s.item.group_key, math.inf))
+        return best
+
+    def gradient(self, state: _TaskState, group_best: float | None = None) -> float:
+        """Expected decrease of the network latency per trial spent on ``state``'s task; ``group_best``: the best
+        latency of its group, when it has alternatives (an alternative slower than it counts for less)."""
         trials, latency = state.run.done, state.latency
+        share = 1.0
+        if group_best is not None and group_best < latency:
+            if math.isinf(latency):  # an alternative with no success yet, while its group has one
+                return 0.0
+            share = (group_best / latency) ** 2
         backward = 0.0
         if len(state.curve) > 1:
             t0, l0 = state.curve[max(0, len(state.curve) - 1 - self.window)]
             if trials > t0 and math.isfinite(l0):
                 backward = max(0.0, (l0 - latency) / (trials - t0))
         forward = latency / max(1, trials) * 0.5 ** state.stale_rounds
-        return state.item.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+        return state.item.weight * share * (self.alpha * backward + (1 - self.alpha) * forward)
 
     # ------------------------------------------------------------------ transfer between tasks
     def _refresh_history(self, state: _TaskState, states: list[_TaskState]) -> None:

@@ -7,6 +7,10 @@ A convolution with a square kernel, equal strides, equal pads on every side, no 
 of that template. A depthwise convolution of the same regular kind is a ``depthwise_conv2d_nchwc_packed`` task
 (``N, C, H, W, K, stride, pad``). Nodes with equal workloads share one task, which counts them. The others
 (grouped convolutions, unusual windows) are listed with no task: they run their default schedules.
+
+A 3x3, stride-1 convolution of that kind also has an *alternative*: the ``conv2d_winograd_nchwc_packed`` task
+of the same arguments, which computes the same nodes another way. Both are tuned (the scheduler counts the
+layer once, at its faster alternative), and compiling picks, per node, the one whose best record is faster.
 """
 from __future__ import annotations
 
@@ -20,18 +24,25 @@ from .ops import Conv, Dense
 
 CONV_TEMPLATE = "conv2d_nchwc_packed"
 DEPTHWISE_TEMPLATE = "depthwise_conv2d_nchwc_packed"
+WINOGRAD_TEMPLATE = "conv2d_winograd_nchwc_packed"
 
 
 @dataclass(frozen=True)
 class NetworkTask:
     """One workload of a network: its tuning task (None when no template computes it), the nodes that compute
-    it, and the FLOPs of one of them."""
+    it, the FLOPs of one of them, and the alternatives of its task (other templates that compute those nodes)."""
 
     kind: str
     workload: str
     task: Task | None
     nodes: tuple[str, ...]
     flops: int
+    alternatives: tuple[Task, ...] = ()
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The task, then its alternatives (none without a task)."""
+        return () if self.task is None else (self.task, *self.alternatives)
 
     @property
     def occurrences(self) -> int:
@@ -75,6 +86,21 @@ def node_task(g: Graph, node: Node, target: Target) -> Task | None:
     return None
 
 
+def winograd_args(g: Graph, node: Node) -> tuple | None:
+    """The arguments of a convolution task Winograd also computes (3x3, stride 1), else None."""
+    args = conv_task_args(g, node) if isinstance(node.op, Conv) else None
+    return args if args is not None and len(args) == 8 and args[5:7] == (3, 1) else None
+
+
+def node_tasks(g: Graph, node: Node, target: Target) -> tuple[Task, ...]:
+    """The tuning task of one node, then its alternatives (see the module docstring); () when it has none."""
+    task = node_task(g, node, target)
+    if task is None:
+        return ()
+    wino = winograd_args(g, node)
+    return (task,) if wino is None else (task, Task(TEMPLATES[WINOGRAD_TEMPLATE], wino, target))
+
+
 def node_flops(g: Graph, node: Node) -> int:
     if isinstance(node.op, Conv):
         o, cg, kh, kw = g.values[node.inputs[1]].shape
@@ -110,9 +136,9 @@ def extract_tasks(g: Graph, target: Target) -> list[NetworkTask]:
     for node in g.nodes:
         if not isinstance(node.op, (Conv, Dense)):
             continue
-        task = node_task(g, node, target)
+        task, *alternatives = node_tasks(g, node, target) or (None,)
         key = task.workload_key if task is not None else _untuned_key(g, node)
         prev = found.get(key)
         nodes = (prev.nodes if prev else ()) + (node.name,)
-        found[key] = NetworkTask(_kind(g, node), key, task, nodes, node_flops(g, node))
+        found[key] = NetworkTask(_kind(g, node), key, task, nodes, node_flops(g, node), tuple(alternatives))
     return list(found.values())

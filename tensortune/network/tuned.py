@@ -2,24 +2,26 @@
 
 A convolution's (or dense layer's) config comes from the ``conv2d_nchwc_packed`` template, a depthwise
 convolution's from ``depthwise_conv2d_nchwc_packed``; the template schedules the network's fused kernel through
-its ``declare`` hook (the epilogue stages are inlined into the output stage). A node whose task has no successful
-record, or whose template would use other channel blocks than the network's layout, keeps its default schedule
-(the latter with a warning).
+its ``declare`` hook (the epilogue stages are inlined into the output stage). A node with alternatives (a 3x3,
+stride-1 convolution, also a ``conv2d_winograd_nchwc_packed`` task) runs the alternative whose best record is
+fastest: their FLOPs are the same, so the shortest time wins. A node whose tasks have no successful record, or
+whose template would use other channel blocks than the network's layout, keeps its default kernel (the latter
+with a warning), which for a 3x3, stride-1 convolution may be a Winograd one (``conv.default_winograd_tile``).
 """
 from __future__ import annotations
 
 import os
 import warnings
 
-from ..autotvm.record import RecordWarning, load_records, pick_best, task_records
+from ..autotvm.record import Record, RecordWarning, load_records, pick_best, task_records
 from ..autotvm.space import ConfigEntity
 from ..autotvm.task import Task
 from ..errors import TensortuneError
 from ..dtype import DType
 from ..graph.ir import Graph, Node
-from ..graph.tasks import CONV_TEMPLATE, node_task
+from ..graph.tasks import DEPTHWISE_TEMPLATE, WINOGRAD_TEMPLATE, node_tasks
 from ..target import Target
-from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv
+from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv, winograd_operator
 from .declare import declare
 from .kernels import KernelArgs, KernelDef, NetworkCompileError
 
@@ -44,28 +46,32 @@ class TunedKernels:
         self.records = load_records(log)
         self.target = target
         self.applied: dict[str, tuple[str, int]] = {}
-        self._best: dict[str, int | None] = {}
+        self._best: dict[str, Record | None] = {}
 
-    def best_index(self, task: Task) -> int | None:
-        """The config index of the task's best successful record, or None."""
+    def best_record(self, task: Task) -> Record | None:
+        """The task's fastest successful record in the log, or None."""
         key = task.workload_key
         if key not in self._best:
             self._best[key] = None
             mine = [r for r in self.records if r.matches(task)]
             if mine:  # only then is the task's space built (to drop records the template no longer means)
                 try:
-                    rec = pick_best(task_records(mine, task), task.target, key).get(key)
+                    self._best[key] = pick_best(task_records(mine, task), task.target, key).get(key)
                 except TensortuneError as e:  # the template cannot make this task's space any more
                     warnings.warn(f"records of {key} left out: {e}", RecordWarning, stacklevel=2)
-                    rec = None
-                self._best[key] = None if rec is None else rec.config_index
         return self._best[key]
 
+    def best_index(self, task: Task) -> int | None:
+        """The config index of the task's best successful record, or None."""
+        rec = self.best_record(task)
+        return None if rec is None else rec.config_index
+
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        task = node_task(g, node, target)
-        index = None if task is None else self.best_index(task)
-        if task is None or index is None:
+        found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(node_tasks(g, node, target))
+                 if (rec := self.best_record(task)) is not None]
+        if not found:
             return declare(g, node, target)
+        _, _, task, index = min(found)  # the fastest alternative; on a tie, the first (the direct convolution)
         try:
             kd = tuned_conv(g, node, task, index)
         except _BlockMismatch as e:
@@ -87,14 +93,17 @@ def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
     a = KernelArgs(g)
     blocks = conv_blocks(g, node, lanes)
 
-    def declare_fused(*args, ow_tile: int = 1):
-        # called like ops.conv2d_nchwc_packed (..., icb, ocb, dtype, ow_tile=) or ops.depthwise_conv2d_nchwc_packed
-        # (..., cb, dtype): the template's blocks must be the layout's
-        given = tuple(args[-3:-1]) if task.name == CONV_TEMPLATE else (args[-2], args[-2])
+    def declare_fused(*args, **options):
+        # called like ops.conv2d_nchwc_packed (..., icb, ocb, dtype, ow_tile=), ops.conv2d_winograd_nchwc (..., tile,
+        # icb, ocb, dtype, p_tile=, target=) or ops.depthwise_conv2d_nchwc_packed (..., cb, dtype): the template's
+        # blocks must be the layout's
+        given = (args[-2], args[-2]) if task.name == DEPTHWISE_TEMPLATE else tuple(args[-3:-1])
         if given != blocks:
             raise _BlockMismatch(f"the tuned config blocks channels by {given[0]}/{given[1]}, the network's layout by "
                                  f"{blocks[0]}/{blocks[1]}")
-        return conv_operator(g, node, a, lanes, ow_tile)
+        if task.name == WINOGRAD_TEMPLATE:
+            return winograd_operator(g, node, a, lanes, args[-4], **options)
+        return conv_operator(g, node, a, lanes, **options)
 
     s, op = task.template.fn(_config(task, index), *task.args, declare=declare_fused)
     kd = a.done(conv_kind(g, node), node, op.output, s, op.flops, extra_key=(task.name, index))

@@ -1,9 +1,10 @@
 """Tuning a whole network: its tasks, weighted by how often they run, share one trial budget.
 
 The network's tasks are those of ``tensortune tasks`` (each distinct fused convolution, depthwise
-convolution or dense layer a template computes, with its number of occurrences); the
-``TaskScheduler`` gives each round of trials to the task expected to lower the network's latency
-most. One log holds every task's records; ``tensortune compile --log`` then uses them.
+convolution or dense layer a template computes, with its number of occurrences, and the Winograd
+alternative of a 3x3, stride-1 convolution, in the group of its direct task); the ``TaskScheduler``
+gives each round of trials to the task expected to lower the network's latency most. One log holds
+every task's records; ``tensortune compile --log`` then uses them.
 """
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ def network_tasks(model, target: Target, shapes: Mapping[str, Sequence[int]] | N
 
 
 def weighted_tasks(tasks: Sequence[NetworkTask]) -> list[WeightedTask]:
-    """The tasks a template computes, each weighted by its occurrences in the network."""
-    return [WeightedTask(t.task, t.occurrences) for t in tasks if t.task is not None]
+    """The tasks a template computes and their alternatives, each weighted by its occurrences in the network; a
+    task and its alternatives form a group (named by the workload)."""
+    return [WeightedTask(task, t.occurrences, t.workload if t.alternatives else None)
+            for t in tasks for task in t.tasks]
 
 
 def tune_model(model, n_trial: int, log_file: str | os.PathLike, target: Target | None = None,

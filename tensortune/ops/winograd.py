@@ -14,8 +14,10 @@ multiply-adds of each output shrink to alpha^2 C O / m^2 (2.25 times fewer for m
 * ``winograd_output_rows [N, O/ocb, tile rows, tile columns, alpha, m, ocb]`` (``M A``) and the output
   ``[N, O/ocb, OH, OW, ocb]`` (``A^T (M A)``), partial tiles cut at the right and bottom edges.
 
-The weight transform ``G g G^T`` is done once in numpy by ``prepare`` (a deployed model's weights are
-constants): the kernel takes ``weight_winograd [alpha^2, O/ocb, C/icb, icb, ocb]``. Each transform is a
+The weight transform ``G g G^T`` is done once in numpy by ``winograd_weight`` (a deployed model's weights are
+constants): the kernel takes ``weight_winograd [alpha^2, O/ocb, C/icb, icb, ocb]``. A network's fused
+convolution supplies its own placeholders and an elementwise epilogue, which the schedules inline into the
+output transform. Each transform is a
 chain of selects on its row index (``transform_expr``), which the schedules unroll so that only the
 non-zero terms with literal coefficients are left in the C.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -57,8 +59,9 @@ def check_winograd_shape(K: int, stride: int, name: str = "conv2d") -> None:
 
 def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, stride: int = 1, pad: int = 1,
                           tile: int = 4, icb: int | None = None, ocb: int | None = None, dtype: str = "float32",
-                          name: str = "conv2d", p_tile: int | None = None,
-                          target: Target | None = None) -> Operator:
+                          name: str = "conv2d", p_tile: int | None = None, target: Target | None = None,
+                          inputs: Callable[[], tuple[Tensor, Tensor, Sequence[Tensor]]] | None = None,
+                          epilogue: Callable[[Tensor], Sequence[Tensor]] | None = None) -> Operator:
     """Winograd F(tile x tile, 3 x 3) convolution on NCHW[x]c tensors, a drop-in for ``conv2d_nchwc_packed``
     on 3 x 3, stride-1 layers: ``data [N, C/icb, H, W, icb]`` in, ``[N, O/ocb, OH, OW, ocb]`` out.
 
@@ -66,6 +69,12 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
     tiles rounded up to a multiple of it, so that a register tile of that many tiles need not divide it
     (extra tiles repeat the last one; default: the default schedule's register tile).
     Canonical inputs, reference and FLOPs are those of the direct convolution.
+
+    A caller with its own arguments (a network's fused convolution) passes ``inputs()``, which makes the data
+    and transformed-weight placeholders (shapes as above; ``winograd_weight`` transforms a constant) and any
+    others the epilogue reads, and ``epilogue(y)``, the elementwise stages after the output transform ``y``
+    (the last is the operator's output). ``op.epilogue`` is then the output transform and the stages between,
+    which the schedules inline into the output; ``reference`` and ``prepare`` stay the plain convolution's.
     """
     check_winograd_shape(K, stride, name)
     target = target or Target.host()
@@ -80,8 +89,7 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
         raise ShapeError(f"{name}: p_tile must be a positive integer, got {p_tile!r}")
     Pp = -(-P // p_tile) * p_tile
 
-    data = te.placeholder((N, CB, H, W, icb), dtype, "data_packed")
-    weight = te.placeholder((a * a, OB, CB, icb, ocb), dtype, "weight_winograd")
+    data, weight, extra = _placeholders(inputs, (N, CB, H, W, icb), (a * a, OB, CB, icb, ocb), dtype, name)
 
     def tile_origin(p):  # (batch, first row, first column) in the padded input of tile p
         p = te.minimum(p, P - 1) if Pp > P else p
@@ -102,18 +110,41 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
         v[e, p, cb, ci] * weight[e, ob, cb, ci, oc], axis=[cb, ci]), "winograd_product")
     mt = te.compute((N, OB, nH, nW, a, m, ocb), lambda n, ob, th, tw, eps, j, oc: transform_expr(
         at, j, lambda nu: prod[eps * a + nu, ob, (n * nH + th) * nW + tw, oc], dtype), "winograd_output_rows")
-    out = te.compute((N, OB, OH, OW, ocb), lambda n, ob, y, x, oc: transform_expr(
+    conv = te.compute((N, OB, OH, OW, ocb), lambda n, ob, y, x, oc: transform_expr(
         at, y % m, lambda eps: mt[n, ob, y // m, x // m, eps, x % m, oc], dtype), name)
-
-    g = mats.array("G")
+    stages = list(epilogue(conv)) if epilogue is not None else []
+    out = stages[-1] if stages else conv
 
     def prepare(x, w):
-        u = np.einsum("ik,ockl,jl->ijoc", g, w.astype(np.float64), g)  # G w G^T per (o, c)
-        u = u.reshape(a * a, OB, ocb, CB, icb).transpose(0, 1, 3, 4, 2).astype(w.dtype)
-        return [direct.prepare(x, w)[0], u]
+        return [direct.prepare(x, w)[0], winograd_weight(w, m, icb, ocb)]
 
-    return Operator(name, (data, weight), out, direct.flops, direct.reference, _default_schedule, prepare,
-                    direct.canonical_shapes, parts={Part.ACCUMULATOR: prod})
+    return Operator(name, (data, weight, *extra), out, direct.flops, direct.reference, _default_schedule, prepare,
+                    direct.canonical_shapes, parts={Part.ACCUMULATOR: prod},
+                    epilogue=(conv, *stages[:-1]) if stages else ())
+
+
+def winograd_weight(w: np.ndarray, tile: int, icb: int, ocb: int) -> np.ndarray:
+    """OIHW 3 x 3 weights -> ``[alpha^2, O/ocb, C/icb, icb, ocb]``, ``G w G^T`` per (output, input) channel: the
+    weight transform of F(tile x tile, 3 x 3), done once, in float64, outside the kernel."""
+    o, c = w.shape[:2]
+    mats = winograd_matrices(tile)
+    a, g = mats.alpha, mats.array("G")
+    u = np.einsum("ik,ockl,jl->ijoc", g, w.astype(np.float64), g)
+    return u.reshape(a * a, o // ocb, ocb, c // icb, icb).transpose(0, 1, 3, 4, 2).astype(w.dtype)
+
+
+def _placeholders(inputs: Callable[[], tuple[Tensor, Tensor, Sequence[Tensor]]] | None, data_shape: tuple[int, ...],
+                  weight_shape: tuple[int, ...], dtype: str, name: str) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
+    """The data and transformed-weight placeholders (the caller's, when it gives ``inputs``) and the others."""
+    if inputs is None:
+        return (te.placeholder(data_shape, dtype, "data_packed"),
+                te.placeholder(weight_shape, dtype, "weight_winograd"), ())
+    data, weight, extra = inputs()
+    for t, shape, what in ((data, data_shape, "data"), (weight, weight_shape, "transformed weight")):
+        if tuple(t.shape) != shape:
+            raise ShapeError(f"{name}: the {what} placeholder of a Winograd convolution must have shape {shape}, got "
+                             f"{tuple(t.shape)}")
+    return data, weight, tuple(extra)
 
 
 # ----------------------------------------------------------------------------------------------- schedules
@@ -175,25 +206,28 @@ class _Stages(NamedTuple):
     input: Tensor
     product: Tensor
     output_rows: Tensor
-    output: Tensor
+    output: Tensor  # the output transform, or the last stage of the epilogue that follows it
 
 
 def _stages(op: Operator) -> _Stages:
-    """The operator's stages, found from its product and output (each transform reads one tensor)."""
+    """The operator's stages, found from its product and output transform (the first stage of an epilogue, else
+    the output; each transform reads one tensor)."""
     prod = op.part(Part.ACCUMULATOR)
     v = prod.op.inputs()[0]
     dt = v.op.inputs()[0]
     (d,) = dt.op.inputs()
-    (mt,) = op.output.op.inputs()
+    (mt,) = (op.epilogue[0] if op.epilogue else op.output).op.inputs()
     return _Stages(d, dt, v, prod, mt, op.output)
 
 
 def schedule_winograd(op: Operator, plan: WinogradPlan) -> Schedule:
     """Schedule ``conv2d_winograd_nchwc`` after ``plan``. Every transform runs per tile with its small loops
     unrolled (so that its selects fold) and its channel block vectorized; the product and the output
-    transform run at the root."""
+    transform run at the root, the epilogue (if any) inlined into the output transform."""
     s = create_schedule(op.output)
     st = _stages(op)
+    for t in op.epilogue:
+        s[t].compute_inline()
     tiles, blocks = st.product.shape[2], st.product.shape[1]
     if tiles % plan.p_tile or blocks % plan.oc_vectors:
         raise ScheduleError(st.product.name, None, f"a register tile of {plan.p_tile} tiles x {plan.oc_vectors} "

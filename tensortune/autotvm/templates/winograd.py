@@ -26,8 +26,13 @@ PRODUCT_LOOPS = (ProductLoop.POSITION, ProductLoop.TILES, ProductLoop.CHANNELS)
 
 @template("conv2d_winograd_nchwc_packed")
 def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
-                             dtype: str = "float32"):
-    """Winograd conv2d on NCHW[x]c tensors (3x3, stride 1): tile size, register tile and loops of the product."""
+                             dtype: str = "float32", declare=None):
+    """Winograd conv2d on NCHW[x]c tensors (3x3, stride 1): tile size, register tile and loops of the product.
+
+    ``declare``, called like ``ops.conv2d_winograd_nchwc`` (with the tile size, the blocks, ``p_tile`` and
+    ``target``), makes the operator to schedule instead: one with the same stages plus an elementwise epilogue
+    (a network's fused convolution), inlined into the output transform.
+    """
     check_winograd_shape(K, stride)
     target = cfg.target
     lanes = target.lanes(dtype)
@@ -48,6 +53,6 @@ def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int
                         order=tuple(PRODUCT_LOOPS[i] for i in cfg["reorder_product"].perm),
                         unroll_channels=cfg["unroll_channels"], unroll_transforms=cfg["unroll_transforms"],
                         parallel_output_rows=cfg["parallel_output_rows"])
-    op = conv2d_winograd_nchwc(N, C, H, W, O, K, stride, pad, cfg["tile_size"], icb, ocb, dtype,
-                               p_tile=cfg["tile_p"], target=target)
+    op = (declare or conv2d_winograd_nchwc)(N, C, H, W, O, K, stride, pad, cfg["tile_size"], icb, ocb, dtype,
+                                            p_tile=cfg["tile_p"], target=target)
     return schedule_winograd(op, plan), op
