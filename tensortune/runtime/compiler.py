@@ -93,17 +93,23 @@ def _on_path(name: str) -> Compiler | None:
     return None if path is None else _probe(os.path.realpath(path), os.stat(path).st_mtime_ns)
 
 
-@functools.lru_cache(maxsize=16)
-def _probe(path: str, mtime_ns: int) -> Compiler:
-    """Run ``--version`` once per compiler binary (the mtime makes an upgrade a new entry)."""
+def version_lines(path: str, what: str, hint: str) -> list[str]:
+    """The non-empty lines ``path --version`` prints; ``CompilerNotFoundError`` (with ``hint``) when it does not
+    run or fails (``what``: the kind of tool expected, for the message)."""
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise CompilerNotFoundError(f"{path} does not run ({e}); {INSTALL_HINT}") from e
-    lines = done.stdout.strip().splitlines()
+        raise CompilerNotFoundError(f"{path} does not run ({e}); {hint}") from e
+    lines = [ln for ln in done.stdout.strip().splitlines() if ln.strip()]
     if done.returncode != 0 or not lines:
-        raise CompilerNotFoundError(f"{path} --version failed; is it a C compiler? {INSTALL_HINT}")
-    return Compiler(path=path, version=lines[0])
+        raise CompilerNotFoundError(f"{path} --version failed; is it {what}? {hint}")
+    return lines
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(path: str, mtime_ns: int) -> Compiler:
+    """Run ``--version`` once per compiler binary (the mtime makes an upgrade a new entry)."""
+    return Compiler(path=path, version=version_lines(path, "a C compiler", INSTALL_HINT)[0])
 
 
 def c_flags(target: Target) -> tuple[str, ...]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 from ..env import settings
 from ..errors import CompilerNotFoundError
 from ..target import Target, TargetError, TargetKind
-from .compiler import Compiler, _compile_cached
+from .compiler import Compiler, _compile_cached, version_lines
 
 #: nvcc flags of every kernel (the arch comes from the target); -x cu: the cached source file ends in .c
 NVCC_FLAGS = ("-cubin", "-O3", "-x", "cu")
@@ -33,13 +32,7 @@ def find_nvcc() -> Compiler:
 
 @functools.lru_cache(maxsize=4)
 def _probe(path: str, mtime_ns: int) -> Compiler:
-    try:
-        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise CompilerNotFoundError(f"{path} does not run ({e}); {INSTALL_HINT}") from e
-    lines = [ln for ln in done.stdout.strip().splitlines() if ln.strip()]
-    if done.returncode != 0 or not lines:
-        raise CompilerNotFoundError(f"{path} --version failed; is it nvcc? {INSTALL_HINT}")
+    lines = version_lines(path, "nvcc", INSTALL_HINT)
     # The release line ("Cuda compilation tools, release 13.0, V13.0.88") names the version; the first does not.
     release = next((ln for ln in lines if "release" in ln), lines[-1])
     return Compiler(path=path, version=release.strip())
