@@ -72,10 +72,13 @@ class XGBCostModel:
             d.set_group(groups)
         self.booster = self._xgb.train(self.params, d, self.num_rounds)
 
-    def save(self, path) -> None:
-        """Write the trained trees (XGBoost's JSON model format) to ``path``."""
+    def save(self, path, metadata: dict[str, str] | None = None) -> None:
+        """Write the trained trees (XGBoost's JSON model format) to ``path``, with string ``metadata``
+        (stored in the file as booster attributes; ``load`` gives them back as ``metadata``)."""
         if self.booster is None:
             raise ValueError("an untrained cost model has nothing to save; fit it first")
+        if metadata:
+            self.booster.set_attr(**{k: str(v) for k, v in metadata.items()})
         self.booster.save_model(str(path))
 
     @classmethod
@@ -85,6 +88,16 @@ class XGBCostModel:
         model.booster = model._xgb.Booster(params={"nthread": model.params["nthread"]})
         model.booster.load_model(str(path))
         return model
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The metadata saved with the model (empty for a model trained here and not saved with any)."""
+        return dict(self.booster.attributes()) if self.booster is not None else {}
+
+    @property
+    def num_features(self) -> int | None:
+        """The feature-vector width the trees were trained on (None when untrained)."""
+        return self.booster.num_features() if self.booster is not None else None
 
     def predict(self, X: np.ndarray, base_margin: np.ndarray | None = None) -> np.ndarray:
         if self.booster is None:

@@ -16,6 +16,8 @@ Three kinds, concatenated into one fixed-length vector per task:
 * **knobs**: the config's knob choices, normalised to [0, 1].
 
 All counts are ``log2(1 + x)``. Features depend only on the config, so they are cached by index.
+``FEATURE_VERSION`` names the layout and meaning of these vectors: a model saved with another version
+(the cost model shipped with the package) is not used.
 """
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ from ..te.expr import Binary, BinOp, Call, Expr, Var, walk
 from .task import Task
 from .workers import spawn_pool
 
+#: Bump on any change to what a feature slot holds or how it is computed (models saved with another
+#: version, such as the shipped pretrained ones, are then refused and must be retrained).
+FEATURE_VERSION = 1
 MAX_LOOPS = 20
 MAX_BUFFERS = 6
 CURVE_POINTS = 16  # touch counts 2^0 .. 2^30 in steps of 2 (log2 scale)
@@ -42,6 +47,7 @@ _ANNOTATIONS = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED, ForKind.PA
 _N_ANN = len(_ANNOTATIONS) + 2  # + GPU block and thread bindings
 PER_BUFFER = 3
 PER_LOOP = 4 + _N_ANN + 3 + MAX_BUFFERS * PER_BUFFER
+RELATION_LENGTH = MAX_BUFFERS * CURVE_POINTS  # the relation part: the same width for every task
 
 
 def _annotation_slot(kind: ForKind) -> int:
@@ -215,13 +221,13 @@ class FeatureExtractor:
 
     @property
     def length(self) -> int:
-        return MAX_LOOPS * PER_LOOP + MAX_BUFFERS * CURVE_POINTS + self.n_knobs
+        return MAX_LOOPS * PER_LOOP + RELATION_LENGTH + self.n_knobs
 
     @property
     def relation_slice(self) -> slice:
         """The structure-invariant part (relation curves), used to transfer across workloads."""
         start = MAX_LOOPS * PER_LOOP
-        return slice(start, start + MAX_BUFFERS * CURVE_POINTS)
+        return slice(start, start + RELATION_LENGTH)
 
     def __call__(self, indices) -> np.ndarray:
         if not len(indices):

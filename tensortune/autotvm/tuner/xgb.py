@@ -196,8 +196,11 @@ class XGBTuner(Tuner):
 
 
 def train_global_model(history: Iterable[Record], exclude: str | None = None, seed: int = 0,
-                       max_per_workload: int = 300) -> XGBCostModel | None:
-    """A ranking model on relation features of other workloads' records (throughput ranked per workload)."""
+                       max_per_workload: int = 300, num_rounds: int = 150,
+                       max_depth: int = 4) -> XGBCostModel | None:
+    """A ranking model on relation features of other workloads' records (throughput ranked per workload).
+
+    ``num_rounds`` and ``max_depth`` bound its size (the shipped pretrained models keep them small)."""
     by_workload: dict[tuple[str, str], list[Record]] = {}
     for r in history:
         if r.workload != exclude:
@@ -221,7 +224,8 @@ def train_global_model(history: Iterable[Record], exclude: str | None = None, se
         groups.append(len(recs))
     if not feats:
         return None
-    model = XGBCostModel("rank", seed=seed)
+    model = XGBCostModel("rank", num_rounds=num_rounds, seed=seed)
+    model.params["max_depth"] = max_depth
     model.fit_groups(np.concatenate(feats), np.concatenate(labels), groups)
     return model
 
