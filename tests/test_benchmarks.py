@@ -124,3 +124,32 @@ def test_gpu_benchmark_without_a_gpu_says_so_and_summarises_rows(script, tmp_pat
     text = gpu.table({"gpu": "NVIDIA H200", "target": "cuda -arch=sm_90", "protocol": "p", "results": rows,
                       "summary": summary})
     assert "NVIDIA H200" in text and "| matmul 4096 | 2.0000 | 1.0000 |" in text and "failed: none valid" in text
+
+
+def test_pretrain_holds_a_shape_out_in_every_template_and_saves_a_loadable_model(script, tmp_path):
+    import gzip
+    import random
+
+    from tensortune.autotvm.pretrained import load_pretrained
+
+    pretrain = script("pretrain")
+    shape = {"IC": 8, "OC": 8, "H": 8, "W": 8, "K": 3, "pad": 1}
+    tasks = [create_task("matmul", {"M": 32, "N": 32, "K": 32}),
+             create_task("conv2d", shape, template="conv2d_nchw_spatial_pack"),
+             create_task("conv2d", shape, template="conv2d_nchwc_packed")]
+    for n, task in enumerate(tasks):
+        idx = task.space.sample(12, random.Random(n))
+        log = tmp_path / f"{n}.jsonl"
+        append_records(log, [(MeasureInput(task, i), MeasureResult((1e-6 * (1 + k),), ErrorKind.NONE, "", 0.1))
+                             for k, i in enumerate(idx)])
+        if n:  # the data source keeps logs gzipped; both kinds are read
+            (tmp_path / f"{n}.jsonl.gz").write_bytes(gzip.compress(log.read_bytes()))
+            log.unlink()
+    records = pretrain.read_logs(tmp_path)
+    assert len(records) == 36
+    holdout = {pretrain.shape_of(tasks[1].name, tasks[1].args)}  # the conv shape, named by one template
+    out = tmp_path / "model" / "avx2.json"
+    info = pretrain.train(records, holdout, out, tasks[0].target, seed=0, num_rounds=5, max_depth=3)
+    assert info["records"] == 12 and info["workloads"] == [tasks[0].workload_key]  # both conv templates left out
+    model = load_pretrained(out)
+    assert model is not None and model.metadata["records"] == "12" and model.metadata["rounds"] == "5"
