@@ -154,3 +154,10 @@ def test_no_shipped_model_for_the_isa_means_a_random_first_batch():
     batch = tuner.next_batch(16)
     assert len(set(batch)) == 16 and all(task.space.is_valid(i) for i in batch)
     assert tuner.plan == []  # no annealing without a model: the random fill
+
+
+def test_a_history_with_nothing_to_learn_from_keeps_the_shipped_model():
+    task = create_task("matmul", {"M": 64, "N": 64, "K": 64}, target=AVX2)
+    tuner = XGBTuner(task, seed=0, history=[], n_jobs=1)  # e.g. a network's first round: no other task measured
+    assert tuner.global_model is pretrained_model(AVX2) is not None
+    assert XGBTuner(task, seed=0, history=[], n_jobs=1, pretrained=False).global_model is None
