@@ -89,6 +89,14 @@ def parse_shape(items: Sequence[str]) -> dict[str, int]:
     return shape
 
 
+def _network_options(p: argparse.ArgumentParser, target_example: str = "") -> None:
+    """The options every command on an ONNX model shares: --target, --shape and --json."""
+    p.add_argument("--target", help=f"target string (default: this machine){',' if target_example else ''}{target_example}")
+    p.add_argument("--shape", nargs="+", metavar="NAME=DIMS",
+                   help="static shape of an input, e.g. input=1,3,224,224 (needed for dynamic dimensions)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .autotvm.catalog import OPERATORS
     from .autotvm.tune import TUNERS
@@ -160,7 +168,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads that build while this machine measures (default 0: builds and measurements take "
                         "turns, so builds never disturb timings)")
     w.add_argument("--name", help="the worker's name in the cluster (default: its address)")
-    shape_help = "static shape of an input, e.g. input=1,3,224,224 (needed for dynamic dimensions)"
     c = sub.add_parser("compile", help="compile a whole ONNX network into one module",
                        description="Import an ONNX model, optimize its graph (constant folding, BatchNorm folding, "
                                    "fused epilogues, NCHW[x]c layout) and compile every kernel and the network's "
@@ -169,9 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("model", metavar="MODEL.onnx")
     c.add_argument("-o", "--output", required=True, metavar="PATH", help="folder to write the compiled network to")
     c.add_argument("--log", metavar="FILE", help="tuning log: its best configs schedule their tasks' kernels")
-    c.add_argument("--target", help="target string (default: this machine), e.g. 'c -isa=avx2 -cores=2 -arch=x86_64'")
-    c.add_argument("--shape", nargs="+", metavar="NAME=DIMS", help=shape_help)
-    c.add_argument("--json", action="store_true", help="print one JSON object")
+    _network_options(c, " e.g. 'c -isa=avx2 -cores=2 -arch=x86_64'")
 
     r = sub.add_parser("run", help="run a compiled network on inputs stored as .npy files",
                        description="Run a network compiled by 'tensortune compile' on numpy arrays. A 1000-class "
@@ -191,8 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("model", metavar="MODEL.onnx")
     tm.add_argument("--trials", type=_positive, required=True, help="trials in total, the log's included")
     tm.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to, resumed from)")
-    tm.add_argument("--target", help="target string (default: this machine)")
-    tm.add_argument("--shape", nargs="+", metavar="NAME=DIMS", help=shape_help)
+    _network_options(tm)
     tm.add_argument("--tuner", choices=list(TUNERS), default="xgb", help="search strategy of each task (default xgb)")
     tm.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                     help="how rounds are shared among tasks (default: by expected gain)")
@@ -201,7 +205,6 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--seed", type=int, help="seed of the tuners' random choices")
     tm.add_argument("--curve", metavar="FILE.json", help="write the estimated latency after each round")
     tm.add_argument("--quiet", action="store_true", help="no progress display")
-    tm.add_argument("--json", action="store_true", help="print one JSON object")
 
     k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
                        description="List the convolution and dense workloads of an ONNX network after graph "
@@ -209,9 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "its FLOPs and its share of the network's FLOPs, and its alternatives (the "
                                    "Winograd task of a 3x3, stride-1 convolution), which tune-model tunes too.")
     k.add_argument("model", metavar="MODEL.onnx")
-    k.add_argument("--target", help="target string (default: this machine)")
-    k.add_argument("--shape", nargs="+", metavar="NAME=DIMS", help=shape_help)
-    k.add_argument("--json", action="store_true", help="print one JSON object")
+    _network_options(k)
     return p
 
 
