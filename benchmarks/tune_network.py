@@ -19,8 +19,8 @@ The logs stay in ``--out`` (default ``results/tune_network``) for ``e2e.py --log
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -156,8 +156,6 @@ def main() -> int:
     p.add_argument("--png")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args()
-
-    import tempfile
 
     import onnx
     import onnxruntime as ort
