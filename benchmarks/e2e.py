@@ -9,7 +9,13 @@ time with an empty build cache and with a warm one, and the peak memory (RSS) of
 compiled ResNet-18 and runs it, against one that runs it with onnxruntime.
 
     python benchmarks/e2e.py                        # writes BENCHMARKS.md's "Whole networks" section
-    python benchmarks/e2e.py --log tuned.jsonl      # "tensortune, tuned" with that log
+    python benchmarks/e2e.py --log tuned.jsonl      # "tensortune, with the log" with that log
+    python benchmarks/e2e.py --tune                 # tune each network first (tune-model, default trials below)
+    python benchmarks/e2e.py --tune resnet18=1000 mobilenet_v2=600 --tune-dir results/e2e_logs
+
+``--tune`` runs ``tune_model`` on each network (2 threads, ``xgb`` with the shipped model) into
+``--tune-dir/<model>.jsonl`` before the timings, resuming a log already there: the defaults
+(``DEFAULT_TRIALS``) take about an hour on 2 cores of an AVX2 machine, the tuning minutes are reported.
     python benchmarks/e2e.py --json e2e.json --models resnet18 --threads 2
 """
 from __future__ import annotations
@@ -30,6 +36,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS = ("resnet18", "mobilenet_v2")
+#: trials per network of ``--tune`` without values (about an hour on 2 cores, both networks)
+DEFAULT_TRIALS = {"resnet18": 1500, "mobilenet_v2": 1000}
 PEERS = ("tensortune", "tensortune_tuned", "onnxruntime", "torch", "torch_compile", "tensortune_passive",
          "onnxruntime_no_spin")
 LABELS = {"tensortune": "tensortune, default schedules", "tensortune_tuned": "tensortune, with the log",
@@ -242,7 +250,19 @@ def machine() -> str:
     return f"{cpu}, {host.isa.value}, {os.cpu_count()} logical CPUs, load average {os.getloadavg()[0]:.1f}"
 
 
-def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
+def tune(model: Path, trials: int, log: Path) -> dict:
+    """Tune ``model`` up to ``trials`` trials in ``log`` (resumed), in this process; the tuning minutes."""
+    from tensortune.network.tuning import tune_model
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    result = tune_model(str(model), trials, log, tuner="xgb")
+    return {"log": str(log), "trials": trials, "minutes": (time.perf_counter() - start) / 60,
+            "estimated_s": result.estimated_latency}
+
+
+def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dict | None = None,
+        tune_dir: Path | None = None) -> dict:
     import onnx
 
     from tensortune.network import zoo
@@ -252,6 +272,12 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
         m = zoo.MODELS[name](batch=1, image=224)
         model = work / f"{name}.onnx"
         onnx.save(m, model)
+        tuning = None
+        if tune_trials and name in tune_trials:
+            tuning = tune(model, tune_trials[name], tune_dir / f"{name}.jsonl")
+            print(f"{name}: tuned {tuning['trials']} trials in {tuning['minutes']:.1f} min, log {tuning['log']}",
+                  flush=True)
+        net_log = tuning["log"] if tuning else log
         x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
         np.save(work / "input.npy", x)
         import onnxruntime as ort
@@ -262,15 +288,15 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path) -> dict:
         cold = compile_network(model, work / f"{name}.tt", cold_cache)
         warm = compile_network(model, work / f"{name}.tt", cold_cache)
         entry = {"compile_cold_s": cold.get("compile_s"), "compile_warm_s": warm.get("compile_s"),
-                 "calls": cold.get("calls"), "threads": {}}
-        if log:
-            tuned = compile_network(model, work / f"{name}-tuned.tt", cold_cache, log)
+                 "calls": cold.get("calls"), "threads": {}, "log": net_log, "tuning": tuning}
+        if net_log:
+            tuned = compile_network(model, work / f"{name}-tuned.tt", cold_cache, net_log)
             entry["tuned_calls"] = tuned.get("tuned_calls")
         for threads in thread_counts:
             specs, row = {}, {}
             for peer in PEERS:
-                if peer == "tensortune_tuned" and not log:
-                    row[peer] = {"unavailable": "no --log given"}
+                if peer == "tensortune_tuned" and not net_log:
+                    row[peer] = {"unavailable": "no --log or --tune given"}
                     continue
                 network = work / (f"{name}-tuned.tt" if peer == "tensortune_tuned" else f"{name}.tt")
                 specs[peer] = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
@@ -303,8 +329,11 @@ def table(report: dict) -> str:
              "machine's load falls on all alike), every output checked against onnxruntime's first. Ratios are "
              "against onnxruntime in the same run.", ""]
     for name, entry in report["models"].items():
+        tuning = entry.get("tuning")
+        tuned = (f"; the log: {tuning['trials']} trials of `tune-model`, {tuning['minutes']:.1f} min" if tuning else
+                 f"; the log: `{Path(entry['log']).name}`" if entry.get("log") else "")
         lines.append(f"**{name}** ({entry['calls']} kernel calls per run; compile {entry['compile_cold_s']:.1f} s "
-                     f"with an empty build cache, {entry['compile_warm_s']:.2f} s with a warm one)")
+                     f"with an empty build cache, {entry['compile_warm_s']:.2f} s with a warm one{tuned})")
         lines.append("")
         threads = list(entry["threads"])
         lines.append("| peer | " + " | ".join(f"{t} thread{'s' if t != '1' else ''}" for t in threads) + " |")
@@ -338,11 +367,28 @@ def write_section(path: Path, text: str) -> None:
     path.write_text(new.rstrip() + "\n")
 
 
+def parse_tune(values: list[str], models: list[str], parser: argparse.ArgumentParser) -> dict[str, int]:
+    """``--tune`` values (``MODEL=TRIALS``) as trials per model; none: every model at its default."""
+    if not values:
+        return {m: DEFAULT_TRIALS[m] for m in models}
+    out = {}
+    for v in values:
+        name, _, trials = v.partition("=")
+        if name not in models or not trials.isdigit() or int(trials) < 1:
+            parser.error(f"--tune takes MODEL=TRIALS with MODEL one of {' '.join(models)} and TRIALS a positive "
+                         f"integer; got {v!r}")
+        out[name] = int(trials)
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     p.add_argument("--log", help="tuning log for the 'with the log' row")
+    p.add_argument("--tune", nargs="*", metavar="MODEL=TRIALS",
+                   help="tune the networks first (all of --models at DEFAULT_TRIALS when no value is given)")
+    p.add_argument("--tune-dir", default=str(ROOT / "results" / "e2e_logs"), help="folder of --tune's logs")
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--min-ms", type=float, default=50.0)
     p.add_argument("--json", help="also write the results as JSON here")
@@ -356,9 +402,10 @@ def main() -> int:
         if result is not None:
             print(json.dumps(result))
         return 0
+    tune_trials = None if args.tune is None else parse_tune(args.tune, args.models, p)
     with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
         report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
-                     args.min_ms, Path(tmp))
+                     args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir))
     text = table(report)
     print()
     print(text)

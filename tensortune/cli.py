@@ -746,7 +746,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from .graph.tasks import extract_tasks
+    from .graph.tasks import DEFAULT_TEMPLATE, extract_tasks
     from .network import optimized_graph
 
     target = _target(args.target)
@@ -764,9 +764,15 @@ def cmd_tasks(args: argparse.Namespace) -> int:
                           "tunable_flops": tunable, "tasks": rows}))
         return EXIT_OK
     tuned_tasks, nodes = sum(1 for r in rows if r["template"]), sum(r["occurrences"] for r in rows)
+    has_default = any(a["template"] == DEFAULT_TEMPLATE for r in rows for a in r["alternatives"])
+    for r in rows:  # the default kernel of every layer is said once, below, rather than on each row
+        r["alternatives"] = [a for a in r["alternatives"] if a["template"] != DEFAULT_TEMPLATE]
     alternatives = sum(len(r["alternatives"]) for r in rows)
     print(f"{graph.name}: {tuned_tasks} tuning tasks (and {alternatives} alternatives) for {nodes} "
           f"convolution/dense nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
+    if has_default:
+        print(f"  each task also measures its layer's untuned kernel ({DEFAULT_TEMPLATE}), so that tuning never "
+              "makes a layer slower")
     print(f"  {'#':>3}  {'kind':<16} {'template':<28} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
     for r in rows:
         what = json.dumps(r["args"], separators=(",", ":")) if r["args"] else r["workload"]

@@ -98,19 +98,25 @@ TEMPLATE_TASKS = {
     "conv2d_winograd_nchwc_packed": ("conv2d", {"IC": 8, "OC": 8, "H": 5, "W": 5, "K": 3, "pad": 1}),
     "depthwise_conv2d_nchwc_packed": ("depthwise_conv2d", {"C": 8, "H": 7, "W": 7, "K": 3, "stride": 2, "pad": 1}),
 }
+#: templates only a network's tuner makes tasks of (no operator of the catalog): their task arguments
+NETWORK_TEMPLATE_ARGS = {"nchwc_default": ("conv2d_nchwc_packed", 1, 16, 6, 6, 16, 3, 2, 1)}
 CONFIGS_PER_TEMPLATE = 3
 
 
+def neon_tasks() -> list[Task]:
+    return ([create_task(operator, shape, template, NEON) for template, (operator, shape) in TEMPLATE_TASKS.items()]
+            + [Task(TEMPLATES[name], args, NEON) for name, args in NETWORK_TEMPLATE_ARGS.items()])
+
+
 def test_every_template_has_a_neon_task():
-    assert set(TEMPLATE_TASKS) == CPU_TEMPLATES
+    assert {t.name for t in neon_tasks()} == CPU_TEMPLATES
 
 
 @needs_tools
 def test_random_configs_of_every_template_equal_numpy_under_emulation():
     """Measured by the tuner's runner, which checks each output against the operator's numpy reference."""
     inputs = []
-    for template, (operator, shape) in TEMPLATE_TASKS.items():
-        task = create_task(operator, shape, template, NEON)
+    for task in neon_tasks():
         inputs += [MeasureInput(task, i) for i in task.space.sample(CONFIGS_PER_TEMPLATE, random.Random(7))]
     fast = RunOptions(number=1, repeat=1, min_repeat_ms=0.0)
     with Measurer(MeasureOptions(BuildOptions(n_parallel=2), fast)) as measure:

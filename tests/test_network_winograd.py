@@ -16,7 +16,7 @@ from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureRe
 from tensortune.autotvm.record import append_records
 from tensortune.autotvm.task import Task
 from tensortune.cli import main
-from tensortune.graph.tasks import CONV_TEMPLATE, WINOGRAD_TEMPLATE, extract_tasks, node_tasks
+from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks, node_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.compile_model import load_program
 from tensortune.network.conv import default_winograd_tile, winograd_kernel
@@ -52,22 +52,28 @@ def record(task: Task, index: int, seconds: float) -> tuple[MeasureInput, Measur
     return MeasureInput(task, index), MeasureResult((seconds,), ErrorKind.NONE, "", 0.1, time.time())
 
 
+def winograd_layers(tasks):
+    return [t for t in tasks if any(a.name == WINOGRAD_TEMPLATE for a in t.alternatives)]
+
+
 def test_3x3_stride_1_convolutions_have_a_winograd_alternative(tasks):
-    with_alternative = [t for t in tasks if t.alternatives]
-    assert [t.task.args[1:4] for t in with_alternative] == LAYERS
-    for t in with_alternative:
-        (alt,) = t.alternatives
-        assert alt.name == WINOGRAD_TEMPLATE and alt.args == t.task.args and t.tasks == (t.task, alt)
-        assert alt.flops == t.task.flops == t.flops
+    with_winograd = winograd_layers(tasks)
+    assert [t.task.args[1:4] for t in with_winograd] == LAYERS
+    for t in tasks:  # every layer with a task also has its default kernel as the last alternative
+        *alts, default = t.alternatives
+        assert default == default_task(t.task) and default.args == (t.task.name, *t.task.args)
+        assert [a.name for a in alts] == ([WINOGRAD_TEMPLATE] if t in with_winograd else [])
+        assert t.tasks == (t.task, *alts, default)
+        assert all(a.flops == t.task.flops == t.flops for a in t.alternatives)
     weighted = weighted_tasks(tasks)
-    assert len(weighted) == len(tasks) + len(LAYERS)
-    for t in with_alternative:  # both alternatives in one group, with the layer's occurrences
-        assert [(w.weight, w.group) for w in weighted if w.task in t.tasks] == [(t.occurrences, t.workload)] * 2
-    assert sum(w.group is not None for w in weighted) == 2 * len(LAYERS)
+    assert len(weighted) == 2 * len(tasks) + len(LAYERS)
+    for t in tasks:  # the alternatives in one group, with the layer's occurrences
+        assert [(w.weight, w.group) for w in weighted if w.task in t.tasks] == [(t.occurrences, t.workload)] * len(
+            t.tasks)
 
 
 def test_compiling_runs_the_faster_alternative_of_each_layer(resnet, tasks, tmp_path):
-    first, second = [t for t in tasks if t.alternatives][:2]
+    first, second = winograd_layers(tasks)[:2]
     log = tmp_path / "log.jsonl"
     rng = random.Random(1)
     append_records(log, [  # layer 1: Winograd is faster; layer 2: the direct convolution is
@@ -100,7 +106,7 @@ def test_a_fused_winograd_kernel_equals_numpy(tile, tmp_path):
     (conv,) = [n for n in optimized_graph(m, TARGET).nodes if n.op.kind == "Conv"]
     assert [s.op.fn.value for s in conv.op.epilogue] == ["add", "relu"] and conv.op.has_bias
     (t,) = extract_tasks(optimized_graph(m, TARGET), TARGET)
-    (wino,) = t.alternatives
+    wino, _ = t.alternatives
     log = tmp_path / "log.jsonl"
     direct = t.task.space.sample(1, random.Random(tile))[0]
     append_records(log, [record(t.task, direct, 2e-3), record(wino, config_of_tile(wino, tile, tile), 1e-3)])
@@ -118,11 +124,12 @@ def test_tasks_on_the_command_line_lists_the_alternatives(resnet, tmp_path, caps
     path.write_bytes(resnet.SerializeToString())
     assert main(["tasks", str(path), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["tasks"]
-    assert [tuple(r["args"][1:4]) for r in rows if r["alternatives"]] == LAYERS
-    assert {a["template"] for r in rows for a in r["alternatives"]} == {WINOGRAD_TEMPLATE}
+    winograd = [[a for a in r["alternatives"] if a["template"] == WINOGRAD_TEMPLATE] for r in rows]
+    assert [tuple(r["args"][1:4]) for r, w in zip(rows, winograd) if w] == LAYERS
+    assert all(r["alternatives"][-1]["template"] == DEFAULT_TEMPLATE for r in rows)
     assert main(["tasks", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "12 tuning tasks (and 4 alternatives)" in out
+    assert "12 tuning tasks (and 4 alternatives)" in out and f"untuned kernel ({DEFAULT_TEMPLATE})" in out
     assert [line.split()[:2] for line in out.splitlines() if WINOGRAD_TEMPLATE in line] == [
         ["alternative", WINOGRAD_TEMPLATE]] * 4
 

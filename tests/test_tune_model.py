@@ -12,6 +12,7 @@ from onnx_models import assert_close, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureResult
 from tensortune.autotvm.record import load_records
 from tensortune.cli import main
+from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE
 from tensortune.network import zoo
 from tensortune.network.tuning import network_tasks, tune_model, weighted_tasks
 from tensortune.target import Target
@@ -20,8 +21,10 @@ IMAGE = 32
 
 
 def fake_measure(inputs):
-    """Every config 'runs' at a speed drawn from its index: no hardware, any valid config can win."""
-    return [MeasureResult((1e-6 * (1 + (i.config_index * 7919) % 97),), ErrorKind.NONE, "", 0.0) for i in inputs]
+    """Every config 'runs' at a speed drawn from its index: no hardware, any valid config can win (a layer's
+    untuned kernel 'runs' slower than all)."""
+    return [MeasureResult((1e-3 if i.task.name == DEFAULT_TEMPLATE else 1e-6 * (1 + (i.config_index * 7919) % 97),),
+                          ErrorKind.NONE, "", 0.0) for i in inputs]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +40,12 @@ def test_the_networks_tasks_carry_their_occurrences(resnet):
     assert sum(layers.values()) == sum(t.occurrences for t in tasks if t.task is not None)
     assert max(w.weight for w in weighted) > 1  # repeated layers share one task
     assert len({w.task.workload_key for w in weighted}) == len(weighted)
-    groups = Counter(w.group for w in weighted if w.group is not None)  # 3x3, stride-1 layers: direct or Winograd
-    assert groups and set(groups.values()) == {2}
+    groups = Counter(w.group for w in weighted)  # direct and the untuned kernel; 3x3, stride-1 layers: and Winograd
+    assert None not in groups and set(groups.values()) == {2, 3}
+    for group, n in groups.items():
+        names = sorted(w.task.name for w in weighted if w.group == group)
+        assert names == sorted([CONV_TEMPLATE, DEFAULT_TEMPLATE] + [WINOGRAD_TEMPLATE] * (n == 3))
+    assert all(w.task.name == DEFAULT_TEMPLATE for w in weighted[:len(groups)])  # measured first
 
 
 def test_a_tuned_network_uses_its_log_and_still_equals_onnxruntime(resnet, tmp_path):
@@ -66,7 +73,8 @@ def test_tune_model_on_the_command_line_resumes(resnet, tmp_path, capsys):
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["trials"] == 16 and len(load_records(log)) == 16
-    assert [c["trials"] for c in json.loads(curve.read_text())] == [8, 16]
+    # the 12 layers' untuned kernels first, one trial each, then a round of 4 (what the budget leaves)
+    assert [c["trials"] for c in json.loads(curve.read_text())] == list(range(1, 13)) + [16]
     assert main([*args[:3], "24", *args[4:]]) == 0  # more trials: the 16 logged ones are not measured again
     second = json.loads(capsys.readouterr().out)
     records = load_records(log)

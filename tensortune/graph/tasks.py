@@ -9,8 +9,11 @@ of that template. A depthwise convolution of the same regular kind is a ``depthw
 (grouped convolutions, unusual windows) are listed with no task: they run their default schedules.
 
 A 3x3, stride-1 convolution of that kind also has an *alternative*: the ``conv2d_winograd_nchwc_packed`` task
-of the same arguments, which computes the same nodes another way. Both are tuned (the scheduler counts the
-layer once, at its faster alternative), and compiling picks, per node, the one whose best record is faster.
+of the same arguments, which computes the same nodes another way. On a CPU every such layer has one more: the
+``nchwc_default`` task (arguments: the template's name, then its arguments), the kernel the network runs
+untuned, one config measured once. All are tuned (the scheduler counts the layer once, at its fastest
+alternative), and compiling picks, per node, the one whose best record is fastest: a tuned config only where it
+beat the default in the same run.
 """
 from __future__ import annotations
 
@@ -18,13 +21,14 @@ from dataclasses import dataclass
 
 from ..autotvm.task import Task
 from ..autotvm.templates import TEMPLATES
-from ..target import Target
+from ..target import Target, TargetKind
 from .ir import Graph, Node
 from .ops import Conv, Dense
 
 CONV_TEMPLATE = "conv2d_nchwc_packed"
 DEPTHWISE_TEMPLATE = "depthwise_conv2d_nchwc_packed"
 WINOGRAD_TEMPLATE = "conv2d_winograd_nchwc_packed"
+DEFAULT_TEMPLATE = "nchwc_default"
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,15 @@ def node_tasks(g: Graph, node: Node, target: Target) -> tuple[Task, ...]:
     if task is None:
         return ()
     wino = winograd_args(g, node)
-    return (task,) if wino is None else (task, Task(TEMPLATES[WINOGRAD_TEMPLATE], wino, target))
+    tasks = (task,) if wino is None else (task, Task(TEMPLATES[WINOGRAD_TEMPLATE], wino, target))
+    if target.kind is TargetKind.C:
+        tasks += (default_task(task),)
+    return tasks
+
+
+def default_task(task: Task) -> Task:
+    """The ``nchwc_default`` task of a layer whose (direct) task is ``task``: its untuned kernel."""
+    return Task(TEMPLATES[DEFAULT_TEMPLATE], (task.name, *task.args), task.target)
 
 
 def node_flops(g: Graph, node: Node) -> int:

@@ -22,10 +22,10 @@ from ..graph.ops import Conv, Dense, EpilogueStep
 from ..graph.passes.plan_layout import channel_block
 from ..graph.tasks import winograd_args
 from ..ops import Operator, Part, conv2d_winograd_nchwc
-from ..ops.schedule_helpers import local_accumulator
-from ..ops.winograd import winograd_tiles, winograd_weight
-from ..schedule import Schedule, create_schedule
-from ..target import ISA, Target, TargetKind
+from ..ops.schedule_helpers import default_blocked_schedule
+from ..ops.winograd import default_tile_size, winograd_weight
+from ..schedule import create_schedule
+from ..target import Target
 from ..te import Expr, Tensor
 from .kernels import (KernelArgs, KernelDef, NetworkCompileError, binary_expr, clamp, logical_index, pad_blocked,
                       read, read_broadcast, unary_expr)
@@ -165,7 +165,7 @@ def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Cal
     out = stages[-1] if stages else base
     between = ([base] if base is not acc and stages else []) + stages[:-1]
     parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
-    return Operator("conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule, parts=parts,
+    return Operator("conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_blocked_schedule, parts=parts,
                     epilogue=tuple(between))
 
 
@@ -190,66 +190,8 @@ def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[
     stages = epilogue(acc)
     out = stages[-1] if stages else acc
     parts = {Part.ACCUMULATOR: acc}
-    return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_conv_schedule,
+    return Operator("depthwise_conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_blocked_schedule,
                     parts=parts, epilogue=tuple(stages[:-1]))
-
-
-def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, target: Target) -> tuple[int, int, int]:
-    """(output-channel blocks, rows, columns) of a register tile: accumulators, one weight vector per channel
-    vector and one broadcast input must fit the target's registers (``Target.accumulator_budget``). Only
-    divisors (a partial tile would need guards in the innermost loop); the most accumulators, then the widest
-    rows, then the fewest channel blocks."""
-    best, choice = (0, 0, 0), (1, 1, 1)
-    for oct_ in _divisors(oc_blocks):
-        vec = oct_ * vectors_per_block
-        for owt in _divisors(ow):
-            for oht in _divisors(oh) if owt == ow else (1,):
-                accs = vec * oht * owt
-                if accs > target.accumulator_budget(vec):
-                    continue
-                score = (accs, owt, -oct_)
-                if score > best:
-                    best, choice = score, (oct_, oht, owt)
-    return choice
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def default_conv_schedule(op: Operator, target: Target) -> Schedule:
-    """Register tiles of (output-channel blocks x rows x columns), accumulated over the reduction (input-channel
-    block, kh, kw, channels of the block; a depthwise convolution's kh, kw) and written through the epilogue once;
-    parallel over batch, channel tiles and row tiles. The padded input, if any, is made first, in parallel."""
-    s = create_schedule(op.output)
-    out, acc = s[op.output], s[local_accumulator(s, op)]
-    if Part.PADDED_INPUT in op.parts:
-        t = op.parts[Part.PADDED_INPUT]
-        pad = s[t]
-        pad.parallel(pad.fuse(*pad.axis[:3]))
-        if t.shape[-1] % max(1, target.lanes(t.dtype)) == 0:
-            pad.vectorize(pad.axis[-1])
-    n, oc, y, x, ob = out.axis
-    red = acc.reduce_axis
-    depthwise = len(red) == 2  # each output channel reads its own input channel: no channel reuse to tile
-    vectors = -(-ob.extent // max(1, target.lanes(op.output.dtype)))
-    oct_, oht, owt = register_tile(1 if depthwise else oc.extent, y.extent, x.extent, vectors, target)
-    oco, oci = out.split(oc, oct_)
-    yo, yi = out.split(y, oht)
-    xo, xi = out.split(x, owt)
-    out.reorder(n, oco, yo, xo, oci, yi, xi, ob)
-    out.parallel(out.fuse(n, oco, yo))
-    out.vectorize(ob)
-    acc.compute_at(out, xo)
-    _, coc, cy, cx, cb = acc.axis
-    acc.reorder(*red, cy, cx, coc, cb)  # positions outside channel vectors: one broadcast input serves all vectors
-    if depthwise:
-        acc.unroll(red[-1])
-    acc.unroll(coc)
-    acc.unroll(cy)
-    acc.unroll(cx)
-    acc.vectorize(cb)
-    return s
 
 
 def conv_blocks(g: Graph, node: Node, lanes: int) -> tuple[int, int]:
@@ -344,32 +286,14 @@ def conv_kind(g: Graph, node: Node) -> str:
     return "depthwise_conv2d" if ConvShape.of(g, node).depthwise else "conv2d"
 
 
-#: Untuned networks on these targets run 3x3, stride-1 convolutions as Winograd kernels (``default_winograd_tile``)
-WINOGRAD_DEFAULT_ISAS = (ISA.AVX2,)
-#: ... with the largest output tile that still leaves this many tiles, else F(2x2, 3x3)
-WINOGRAD_DEFAULT_MIN_TILES = 48
-
-
 def default_winograd_tile(g: Graph, node: Node, target: Target, lanes: int) -> int | None:
     """The tile size of the Winograd kernel that runs a 3x3, stride-1 convolution with no tuned config, or None
-    for the direct convolution's default schedule.
-
-    Measured on ResNet-18's four such layers inside the compiled network (AVX2, both default schedules; see the
-    commit): Winograd beats the direct default on every one, by 1.3 to 2.5 times. Larger tiles save more
-    multiplications (alpha^2 / m^2: 4, 2.25, 1.78) but make fewer tiles, which then fill the product's register
-    tiles and threads poorly and waste more on partial tiles: the largest m of 6, 4, 2 with at least
-    ``WINOGRAD_DEFAULT_MIN_TILES`` tiles was the fastest or within noise of it on each layer (56x56: F(6x6),
-    28x28: F(4x4), 14x14 and 7x7: F(2x2)). Other ISAs were not measured: direct."""
-    if target.kind is not TargetKind.C or target.isa not in WINOGRAD_DEFAULT_ISAS:
-        return None
+    for the direct convolution's default schedule (``ops.winograd.default_tile_size``: a rule measured on the
+    network's layers)."""
     if winograd_args(g, node) is None or not is_blocked_conv(g, node, lanes):
         return None
     sh = ConvShape.of(g, node)
-    for m in (6, 4):
-        _, _, rows, cols = winograd_tiles(sh.H, sh.W, sh.pads[0], m)
-        if sh.N * rows * cols >= WINOGRAD_DEFAULT_MIN_TILES:
-            return m
-    return 2
+    return default_tile_size(target, sh.N, sh.H, sh.W, sh.pads[0])
 
 
 def conv_kernel(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:

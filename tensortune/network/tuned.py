@@ -3,10 +3,12 @@
 A convolution's (or dense layer's) config comes from the ``conv2d_nchwc_packed`` template, a depthwise
 convolution's from ``depthwise_conv2d_nchwc_packed``; the template schedules the network's fused kernel through
 its ``declare`` hook (the epilogue stages are inlined into the output stage). A node with alternatives (a 3x3,
-stride-1 convolution, also a ``conv2d_winograd_nchwc_packed`` task) runs the alternative whose best record is
-fastest: their FLOPs are the same, so the shortest time wins. A node whose tasks have no successful record, or
-whose template would use other channel blocks than the network's layout, keeps its default kernel (the latter
-with a warning), which for a 3x3, stride-1 convolution may be a Winograd one (``conv.default_winograd_tile``).
+stride-1 convolution, also a ``conv2d_winograd_nchwc_packed`` task; every node, its ``nchwc_default`` task: the
+untuned kernel, measured by the network's tuner) runs the alternative whose best record is fastest: their FLOPs
+are the same, so the shortest time wins, and a log that measured the default keeps it wherever no tuned config
+beat it. A node whose tasks have no successful record, whose fastest record is the default's, or whose template
+would use other channel blocks than the network's layout, keeps its default kernel (the last with a warning),
+which for a 3x3, stride-1 convolution may be a Winograd one (``conv.default_winograd_tile``).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ..autotvm.task import Task
 from ..errors import TensortuneError
 from ..dtype import DType
 from ..graph.ir import Graph, Node
-from ..graph.tasks import DEPTHWISE_TEMPLATE, WINOGRAD_TEMPLATE, node_tasks
+from ..graph.tasks import DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, WINOGRAD_TEMPLATE, node_tasks
 from ..target import Target
 from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv, winograd_operator
 from .declare import declare
@@ -37,7 +39,8 @@ class _BlockMismatch(TensortuneError):
 class TunedKernels:
     """``choose(graph, node, target)`` for ``build_program``: tuned where the log has a record, default elsewhere.
 
-    ``applied`` maps each node that got a tuned config to ``(template, config index)``.
+    ``applied`` maps each node that got a tuned config to ``(template, config index)``; ``kept_default`` lists the
+    nodes whose default kernel the log measured as faster than every tuned config.
     """
 
     def __init__(self, log: str | os.PathLike, target: Target):
@@ -46,6 +49,7 @@ class TunedKernels:
         self.records = load_records(log)
         self.target = target
         self.applied: dict[str, tuple[str, int]] = {}
+        self.kept_default: list[str] = []
         self._best: dict[str, Record | None] = {}
 
     def best_record(self, task: Task) -> Record | None:
@@ -72,6 +76,9 @@ class TunedKernels:
         if not found:
             return declare(g, node, target)
         _, _, task, index = min(found)  # the fastest alternative; on a tie, the first (the direct convolution)
+        if task.name == DEFAULT_TEMPLATE:
+            self.kept_default.append(node.name)
+            return declare(g, node, target)
         try:
             kd = tuned_conv(g, node, task, index)
         except _BlockMismatch as e:

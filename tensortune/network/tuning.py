@@ -1,10 +1,10 @@
 """Tuning a whole network: its tasks, weighted by how often they run, share one trial budget.
 
 The network's tasks are those of ``tensortune tasks`` (each distinct fused convolution, depthwise
-convolution or dense layer a template computes, with its number of occurrences, and the Winograd
-alternative of a 3x3, stride-1 convolution, in the group of its direct task); the ``TaskScheduler``
-gives each round of trials to the task expected to lower the network's latency most. One log holds
-every task's records; ``tensortune compile --log`` then uses them.
+convolution or dense layer a template computes, with its number of occurrences; in the group of its
+direct task, the Winograd alternative of a 3x3, stride-1 convolution and the layer's untuned kernel);
+the ``TaskScheduler`` gives each round of trials to the task expected to lower the network's latency
+most. One log holds every task's records; ``tensortune compile --log`` then uses them.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 from typing import Mapping, Sequence
 
 from ..autotvm.scheduler import NetworkTuneResult, TaskScheduler, WeightedTask
-from ..graph.tasks import NetworkTask, extract_tasks
+from ..graph.tasks import DEFAULT_TEMPLATE, NetworkTask, extract_tasks
 from ..target import Target
 from .compile_model import optimized_graph
 
@@ -24,9 +24,12 @@ def network_tasks(model, target: Target, shapes: Mapping[str, Sequence[int]] | N
 
 def weighted_tasks(tasks: Sequence[NetworkTask]) -> list[WeightedTask]:
     """The tasks a template computes and their alternatives, each weighted by its occurrences in the network; a
-    task and its alternatives form a group (named by the workload)."""
-    return [WeightedTask(task, t.occurrences, t.workload if t.alternatives else None)
-            for t in tasks for task in t.tasks]
+    task and its alternatives form a group (named by the workload). The layers' default kernels (one config each)
+    come first: measured before anything else, they make the network's estimated latency the untuned network's
+    from the start, and every tuned config has the default to beat."""
+    items = [WeightedTask(task, t.occurrences, t.workload if t.alternatives else None)
+             for t in tasks for task in t.tasks]
+    return sorted(items, key=lambda w: w.task.name != DEFAULT_TEMPLATE)  # stable: otherwise in the tasks' order
 
 
 def tune_model(model, n_trial: int, log_file: str | os.PathLike, target: Target | None = None,

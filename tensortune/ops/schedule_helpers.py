@@ -1,7 +1,8 @@
 """Scheduling steps shared by the default schedules and the templates, phrased on an operator's parts."""
 from __future__ import annotations
 
-from ..schedule import Schedule
+from ..schedule import Schedule, create_schedule
+from ..target import Target
 from ..te import Tensor
 from .operator import Operator, Part
 
@@ -31,6 +32,67 @@ def parallel_input_transform(s: Schedule, op: Operator) -> None:
             stage = s[op.parts[role]]
             b, c = stage.axis[:2]
             stage.parallel(stage.fuse(b, c))
+
+
+def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, target: Target) -> tuple[int, int, int]:
+    """(output-channel blocks, rows, columns) of a register tile: accumulators, one weight vector per channel
+    vector and one broadcast input must fit the target's registers (``Target.accumulator_budget``). Only
+    divisors (a partial tile would need guards in the innermost loop); the most accumulators, then the widest
+    rows, then the fewest channel blocks."""
+    best, choice = (0, 0, 0), (1, 1, 1)
+    for oct_ in _divisors(oc_blocks):
+        vec = oct_ * vectors_per_block
+        for owt in _divisors(ow):
+            for oht in _divisors(oh) if owt == ow else (1,):
+                accs = vec * oht * owt
+                if accs > target.accumulator_budget(vec):
+                    continue
+                score = (accs, owt, -oct_)
+                if score > best:
+                    best, choice = score, (oct_, oht, owt)
+    return choice
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def default_blocked_schedule(op: Operator, target: Target) -> Schedule:
+    """The default schedule of a convolution (or depthwise convolution) on NCHW[x]c tensors, as a network runs it
+    untuned: register tiles of (output-channel blocks x rows x columns), accumulated over the reduction
+    (input-channel block, kh, kw, channels of the block; a depthwise convolution's kh, kw) and written through the
+    epilogue once; parallel over batch, channel tiles and row tiles. The padded input, if any, is made first, in
+    parallel. ``op`` has the parts ``Part.ACCUMULATOR`` (and ``Part.PADDED_INPUT`` if padded) and output axes
+    (batch, channel block, row, column, channel)."""
+    s = create_schedule(op.output)
+    out, acc = s[op.output], s[local_accumulator(s, op)]
+    if Part.PADDED_INPUT in op.parts:
+        t = op.parts[Part.PADDED_INPUT]
+        pad = s[t]
+        pad.parallel(pad.fuse(*pad.axis[:3]))
+        if t.shape[-1] % max(1, target.lanes(t.dtype)) == 0:
+            pad.vectorize(pad.axis[-1])
+    n, oc, y, x, ob = out.axis
+    red = acc.reduce_axis
+    depthwise = len(red) == 2  # each output channel reads its own input channel: no channel reuse to tile
+    vectors = -(-ob.extent // max(1, target.lanes(op.output.dtype)))
+    oct_, oht, owt = register_tile(1 if depthwise else oc.extent, y.extent, x.extent, vectors, target)
+    oco, oci = out.split(oc, oct_)
+    yo, yi = out.split(y, oht)
+    xo, xi = out.split(x, owt)
+    out.reorder(n, oco, yo, xo, oci, yi, xi, ob)
+    out.parallel(out.fuse(n, oco, yo))
+    out.vectorize(ob)
+    acc.compute_at(out, xo)
+    _, coc, cy, cx, cb = acc.axis
+    acc.reorder(*red, cy, cx, coc, cb)  # positions outside channel vectors: one broadcast input serves all vectors
+    if depthwise:
+        acc.unroll(red[-1])
+    acc.unroll(coc)
+    acc.unroll(cy)
+    acc.unroll(cx)
+    acc.vectorize(cb)
+    return s
 
 
 def simple_gpu_schedule(op: Operator, threads: int = 256) -> Schedule:
