@@ -205,3 +205,38 @@ def test_pools_refuse_to_start_while_a_worker_imports_the_script(monkeypatch):
     monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
     with pytest.raises(WorkerStartError, match='if __name__ == "__main__"'):
         spawn_pool(1)
+
+
+def _blas_threads() -> str | None:
+    import os
+
+    return os.environ.get("OPENBLAS_NUM_THREADS")
+
+
+def test_the_runner_process_gets_a_single_threaded_blas_and_the_parent_keeps_its_own(monkeypatch):
+    """A BLAS that spins after each numpy reference would steal the cores the next kernel is timed on."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tensortune.autotvm.measure.runner import single_threaded_blas
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    with single_threaded_blas():
+        pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"))
+        assert pool.submit(_blas_threads).result() == "1"
+    pool.shutdown()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "7" and "MKL_NUM_THREADS" not in os.environ
+
+
+def test_a_pool_is_returned_with_all_its_workers_started():
+    """No worker may still be starting (importing, on the same cores) while a kernel is timed."""
+    from tensortune.autotvm.workers import spawn_pool
+
+    pool = spawn_pool(2)
+    try:
+        assert len(pool._processes) == 2 and all(p.is_alive() for p in pool._processes.values())
+        assert pool.submit(abs, -3).result() == 3
+    finally:
+        pool.shutdown()

@@ -17,8 +17,9 @@ the others only while no task of its group has one.
 
 Each task keeps its tuner across rounds (a model-based tuner keeps its model and plan); a new
 tuner learns from the records the other tasks have gathered so far, and that history is refreshed
-as they grow (tasks of similar shape learn from each other). All tasks log to one file: a killed run
-resumes where it stopped and measures nothing twice.
+as they grow (tasks of similar shape learn from each other); the model-based tuners share one pool of
+feature-extraction workers. All tasks log to one file: a killed run resumes where it stopped and
+measures nothing twice.
 """
 from __future__ import annotations
 
@@ -27,16 +28,19 @@ import math
 import os
 import random
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Sequence
 
+from ..env import usable_cores
 from .measure.result import MeasureInput
 from .progress import progress_display
 from .record import Record, load_records
 from .task import Task
-from .tune import MeasureFn, TuneError, TuningRun, make_tuner, open_measurer
+from .tune import TRANSFER_TUNERS, TUNERS, MeasureFn, TuneError, TuningRun, make_tuner, open_measurer
 from .tuner import Tuner, XGBTuner
+from .workers import spawn_pool
 
 
 class Strategy(Enum):
@@ -150,12 +154,16 @@ class TaskScheduler:
         self.alpha, self.window, self.epsilon = alpha, window, epsilon
         self.rng = random.Random(seed)
         self.history = list(history)
+        self._feature_pool: ProcessPoolExecutor | None = None
 
     # ------------------------------------------------------------------ running
     def run(self) -> NetworkTuneResult:
         """Tune until ``n_trial`` trials in total (the log's included) or every task is finished."""
         start = time.perf_counter()
         with contextlib.ExitStack() as stack:
+            if isinstance(self.tuner_name, str) and issubclass(TUNERS.get(self.tuner_name, Tuner), TRANSFER_TUNERS):
+                self._feature_pool = spawn_pool(usable_cores())
+                stack.callback(self._feature_pool.shutdown, wait=False, cancel_futures=True)
             states = [self._open(i, stack) for i in range(len(self.items))]
             result = NetworkTuneResult(self.items, [], [], [])
             total = sum(s.run.done for s in states)
@@ -195,7 +203,8 @@ class TaskScheduler:
     def _open(self, i: int, stack: contextlib.ExitStack) -> _TaskState:
         """Task ``i``'s tuner and run state, resumed from the log."""
         item = self.items[i]
-        tuner = make_tuner(self.tuner_name, item.task, None if self.seed is None else self.seed + i)
+        tuner = make_tuner(self.tuner_name, item.task, None if self.seed is None else self.seed + i,
+                           feature_pool=self._feature_pool)
         stack.callback(tuner.close)
         run = TuningRun(item.task, tuner, self.n_trial, self.log_file, self.early_stopping)
         run.resume()

@@ -23,6 +23,8 @@ from .task import Task
 from .tuner import GATuner, GridTuner, RandomTuner, Tuner, XGBRegTuner, XGBTuner
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from distributed import Client
 
 MeasureFn = Callable[[list[MeasureInput]], list[MeasureResult]]
@@ -71,9 +73,10 @@ class TuneResult:
 
 
 def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None,
-               history: Sequence[Record] | None = None) -> Tuner:
+               history: Sequence[Record] | None = None, feature_pool: ProcessPoolExecutor | None = None) -> Tuner:
     """A tuner by name (``random``, ``grid``, ``ga``, ``xgb``, ``xgb-reg``), or the given instance
-    (which must be for ``task``). ``history`` (records of other workloads) goes to model-based tuners."""
+    (which must be for ``task``). ``history`` (records of other workloads) goes to model-based tuners, and so
+    does ``feature_pool`` (worker processes for their features, shared by the tuners of many tasks)."""
     if isinstance(tuner, Tuner):
         if tuner.task.workload_key != task.workload_key:
             raise TuneError(f"the tuner was made for {tuner.task} but tune() was called for {task}")
@@ -81,11 +84,11 @@ def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None,
     if tuner not in TUNERS:
         raise TuneError(f"unknown tuner {tuner!r}; use one of {', '.join(TUNERS)} or a Tuner instance")
     cls = TUNERS[tuner]
-    if history is not None:
-        if not issubclass(cls, TRANSFER_TUNERS):
+    if not issubclass(cls, TRANSFER_TUNERS):
+        if history is not None:
             raise TuneError(f"tuner '{tuner}' cannot learn from history; use xgb or xgb-reg")
-        return cls(task, seed=seed, history=history)
-    return cls(task, seed=seed)
+        return cls(task, seed=seed)
+    return cls(task, seed=seed, history=history, feature_pool=feature_pool)
 
 
 def _gflops(task: Task, res: MeasureResult) -> float:

@@ -6,6 +6,7 @@ process) on the same inputs. A wrong kernel is reported, never timed.
 """
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,6 +21,11 @@ if TYPE_CHECKING:
     from ..runtime import Module
 
 
+#: seconds to wait after numpy work before timing a kernel in the same process: a multithreaded BLAS leaves its
+#: threads spinning for about a tenth of a second after a call (see ``measure.runner.single_threaded_blas``)
+BLAS_SETTLE_S = 0.3
+
+
 def time_module(module: Module, inputs: list[np.ndarray], op: Operator, expected: np.ndarray, threads: int,
                 repeat: int, min_repeat_ms: float) -> dict[str, Any]:
     """Check a built kernel against ``expected``, then time it (``{"error": ...}`` if it is wrong)."""
@@ -29,6 +35,7 @@ def time_module(module: Module, inputs: list[np.ndarray], op: Operator, expected
     problem = check_output(out, expected)
     if problem:
         return {"error": problem}
+    time.sleep(BLAS_SETTLE_S)  # numpy's BLAS threads (the reference) spin for a while on the cores timed next
     t = module.time_evaluator(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms, num_threads=threads)(
         *inputs, out)
     return {"median_s": t.median, "runs_s": list(t.results)}

@@ -6,7 +6,9 @@ failure, starts a fresh worker and goes on with the next candidate.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import signal
 import time
 import traceback
@@ -14,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -136,7 +138,8 @@ class LocalRunner:
         self._kill_worker()
         parent, child = self._ctx.Pipe()
         self._process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name="tensortune-runner")
-        self._process.start()
+        with single_threaded_blas():
+            self._process.start()
         child.close()  # so the parent sees EOF when the worker dies
         self._conn = parent
         try:
@@ -177,6 +180,31 @@ class _TaskData:
     canonical: list[np.ndarray]
     output: np.ndarray
     expected: np.ndarray
+
+
+#: the thread-count variables of the BLAS libraries numpy may use
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Processes started inside get a single-threaded BLAS (the environment is restored after).
+
+    The runner's numpy only makes references and inputs. A multithreaded BLAS would leave its threads spinning for
+    up to about a tenth of a second after each reference, on the cores the next kernel is timed on: measured on 2
+    cores, a candidate timed after a new task's reference then took up to 40 times its real time (whole
+    scheduler time slices per call), and the first batch of every task was ranked by that noise.
+    """
+    saved = {k: os.environ.get(k) for k in BLAS_THREAD_VARIABLES}
+    os.environ.update({k: "1" for k in BLAS_THREAD_VARIABLES})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _worker_main(conn: Connection) -> None:

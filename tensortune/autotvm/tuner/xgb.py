@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -114,9 +115,10 @@ class XGBTuner(Tuner):
 
     def __init__(self, task: Task, seed: int | None = None, loss: str = "rank", plan_size: int = 64,
                  epsilon: float = 0.05, history: Iterable[Record] | None = None, n_chains: int = 64,
-                 n_steps: int = 40, n_jobs: int | None = None, pretrained: bool = True):
+                 n_steps: int = 40, n_jobs: int | None = None, pretrained: bool = True,
+                 feature_pool: ProcessPoolExecutor | None = None):
         super().__init__(task, seed)
-        self.features = FeatureExtractor(task, n_jobs=n_jobs or usable_cores())
+        self.features = FeatureExtractor(task, n_jobs=n_jobs or usable_cores(), pool=feature_pool)
         self.model = XGBCostModel(loss, seed=seed or 0)
         self.plan_size, self.epsilon = plan_size, epsilon
         self.sa = SimulatedAnnealing(self.space, self.rng, n_chains=n_chains, n_steps=n_steps)
@@ -141,7 +143,8 @@ class XGBTuner(Tuner):
         self.global_model = model
 
     def close(self) -> None:
-        """Stop the feature-extraction workers (restarted if the tuner is used again)."""
+        """Stop the feature-extraction workers (restarted if the tuner is used again; a ``feature_pool`` given is
+        borrowed: it keeps running)."""
         self.features.close()
 
     # -- learning ------------------------------------------------------------
