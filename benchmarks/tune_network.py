@@ -19,6 +19,7 @@ The logs stay in ``--out`` (default ``results/tune_network``) for ``e2e.py --log
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -46,29 +47,46 @@ def measure(model: Path, networks: dict[str, Path], work: Path, threads: int, re
             for name, r in time_interleaved(specs, repeat).items()}
 
 
+def label(strategy: str, args) -> str:
+    """A strategy's name in the report and its log's: ``-cold`` when kernels were timed with cold caches."""
+    return f"{strategy}-cold" if args.cold else strategy
+
+
+def cold_measurer(stack: contextlib.ExitStack):
+    """Each kernel timed alone after the caches are flushed (5 single calls), as a layer's weights come in a network
+    too large for the caches."""
+    from tensortune.autotvm.measure import MeasureOptions, Measurer, RunOptions
+
+    return stack.enter_context(Measurer(MeasureOptions(runner=RunOptions(number=1, repeat=5, flush_cache=True))))
+
+
 def tune_strategy(strategy: str, args, model: Path, work: Path, out: Path) -> dict:
     from tensortune.network.tuning import tune_model
 
-    log = out / f"{args.model}-{strategy}.jsonl"
+    name = label(strategy, args)
+    log = out / f"{args.model}-{name}.jsonl"
     if log.exists() and not args.resume:
         log.unlink()
     curve, points, tuned_s = [], [], 0.0
+    stack = contextlib.ExitStack()
+    timed_alone = cold_measurer(stack) if args.cold else None
     for checkpoint in sorted(c for c in set(args.checkpoints) | {args.trials} if c <= args.trials):
         start = time.perf_counter()
         result = tune_model(str(model), checkpoint, log, strategy=strategy, tuner=args.tuner, seed=args.seed,
-                            progress=not args.quiet)
+                            progress=not args.quiet, measure=timed_alone)
         curve += [(trials, (tuned_s + seconds) / 60, est) for trials, seconds, est in result.curve]
         tuned_s += time.perf_counter() - start
-        network = work / f"{args.model}-{strategy}-{checkpoint}.tt"
+        network = work / f"{args.model}-{name}-{checkpoint}.tt"
         built = compile_network(model, network, work / "cache", str(log))
         lat = measure(model, {"tensortune": network}, work, args.threads, args.checkpoint_repeat, args.min_ms)
         point = {"trials": checkpoint, "minutes": tuned_s / 60, "estimated_s": result.estimated_latency,
                  "measured_s": lat["tensortune"], "onnxruntime_s": lat["onnxruntime"],
                  "tuned_calls": built.get("tuned_calls"), "calls": built.get("calls")}
         points.append(point)
-        print(f"{strategy}: {checkpoint} trials, {point['minutes']:.1f} min tuning: estimated "
+        print(f"{name}: {checkpoint} trials, {point['minutes']:.1f} min tuning: estimated "
               f"{_ms(point['estimated_s'])}, measured {_ms(point['measured_s'])}, onnxruntime "
               f"{_ms(point['onnxruntime_s'])}", flush=True)
+    stack.close()
     measured = [p for p in points if isinstance(p["measured_s"], float)]
     within = None
     if measured:
@@ -110,10 +128,12 @@ def table(report: dict) -> str:
 
 
 def plot(report: dict, png: str) -> None:
+    """Estimated and measured latency against trials and minutes, and the measured latency over onnxruntime's of
+    the same checkpoint (the machine's load moves both: the ratio is the figure to read)."""
     plt = pyplot()
     if plt is None:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for strategy, r in report["strategies"].items():
         curve = [c for c in r["curve"] if np.isfinite(c[2])]
         pts = [p for p in r["checkpoints"] if isinstance(p["measured_s"], float)]
@@ -121,15 +141,22 @@ def plot(report: dict, png: str) -> None:
             line, = ax.plot([c[x] for c in curve], [c[2] * 1e3 for c in curve], label=f"{strategy}, estimated")
             ax.plot([p["trials" if x == 0 else "minutes"] for p in pts], [p["measured_s"] * 1e3 for p in pts], "o--",
                     color=line.get_color(), label=f"{strategy}, measured")
+        ratios = [p for p in pts if isinstance(p["onnxruntime_s"], float)]
+        axes[2].plot([p["trials"] for p in ratios], [p["measured_s"] / p["onnxruntime_s"] for p in ratios], "o-",
+                     label=strategy)
     ort = [p["onnxruntime_s"] for r in report["strategies"].values() for p in r["checkpoints"]
            if isinstance(p["onnxruntime_s"], float)]
-    for ax, xlabel in zip(axes, ("trials", "tuning minutes")):
-        if ort:
-            ax.axhline(float(np.median(ort)) * 1e3, color="gray", ls=":", label="onnxruntime")
+    for ax, xlabel in zip(axes, ("trials", "tuning minutes", "trials")):
+        if ort and ax is not axes[2]:
+            ax.axhline(float(np.median(ort)) * 1e3, color="gray", ls=":", label="onnxruntime (median)")
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("network latency (ms)")
     axes[0].legend(fontsize=8)
+    axes[2].axhline(1.0, color="gray", ls=":")
+    axes[2].axhline(0.85, color="green", ls="--", lw=0.8, label="target 0.85x")
+    axes[2].set_ylabel("measured / onnxruntime (same checkpoint)")
+    axes[2].legend(fontsize=8)
     fig.suptitle(f"{report['model']}: whole-network tuning ({report['machine'].split(',')[0]}, "
                  f"{report['isa']}, {report['threads']} threads)")
     fig.tight_layout()
@@ -155,6 +182,7 @@ def main() -> int:
     p.add_argument("--json")
     p.add_argument("--png")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--cold", action="store_true", help="time each kernel with cold caches (flushed before each call)")
     args = p.parse_args()
 
     import onnx
@@ -176,10 +204,10 @@ def main() -> int:
         sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         np.save(work / "expected.npy", sess.run(None, {"input": x})[0])
         for strategy in args.strategies:
-            report["strategies"][strategy] = tune_strategy(strategy, args, model, work, out)
+            report["strategies"][label(strategy, args)] = tune_strategy(strategy, args, model, work, out)
             if args.json:
                 write_json(args.json, report)
-        finals = {s: work / f"{args.model}-{s}-{args.trials}.tt" for s in args.strategies}
+        finals = {label(s, args): work / f"{args.model}-{label(s, args)}-{args.trials}.tt" for s in args.strategies}
         report["final"] = measure(model, finals, work, args.threads, args.repeat, args.min_ms)
     text = table(report)
     print()
