@@ -4,8 +4,11 @@ Each line holds everything needed to replay the measurement's config: format ver
 key, template name and arguments, config index and its knob values, timings and error kind, and the
 tensortune version that measured it. Optional fields, absent from older lines (they read as the default;
 older readers ignore them): ``"emulated": true`` when the kernel ran under an emulator, so its timings mean
-nothing; ``"worker"``, the cluster worker that measured it. ``load_records`` never raises on bad content: a
-corrupt line is skipped with a ``SkippedLineWarning`` naming the file and line.
+nothing; ``"worker"``, the cluster worker that measured it; ``"network"``, the fingerprint of the compiled
+network the kernel was timed inside (``network.refine``: seconds per call of the kernel among the network's
+other kernels, not alone), which only ``load_records(..., in_network=True)`` returns, so that searches, resumes
+and ``best`` see kernels timed alone. ``load_records`` never raises on bad content: a corrupt line is skipped
+with a ``SkippedLineWarning`` naming the file and line.
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ class Record:
     version: str
     emulated: bool = False  # ran under an emulator: checked, but its timings mean nothing
     worker: str = ""  # the cluster worker that measured it; "" (and absent from the line) when measured locally
+    network: str = ""  # fingerprint of the network it was timed inside; "" (and absent) when timed alone
 
     @property
     def ok(self) -> bool:
@@ -110,6 +114,8 @@ class Record:
             obj["emulated"] = True
         if self.worker:  # optional: logs of one machine stay as they were
             obj["worker"] = self.worker
+        if self.network:
+            obj["network"] = self.network
         return json.dumps(obj, separators=(",", ":")) + "\n"
 
     @staticmethod
@@ -136,6 +142,7 @@ class Record:
             error_msg=f.get("error_msg", str), all_cost=float(f.get("all_cost", (int, float))),
             timestamp=float(f.get("timestamp", (int, float))), version=f.get("version", str),
             emulated=f.optional("emulated", bool, False), worker=f.optional("worker", str, ""),
+            network=f.optional("network", str, ""),
         )
 
 
@@ -172,7 +179,12 @@ def append_records(path: PathLike, pairs: Iterable[tuple[MeasureInput, MeasureRe
     the end, so a kill at any moment leaves at most a truncated last line. If the file ends in such a
     fragment, a newline is written first so that new lines are not glued to it.
     """
-    lines = [Record.from_measurement(inp, res).to_line().encode() for inp, res in pairs]
+    return write_records(path, [Record.from_measurement(inp, res) for inp, res in pairs])
+
+
+def write_records(path: PathLike, records: Iterable[Record]) -> int:
+    """Append ``records`` to the log at ``path`` as ``append_records`` does; returns the number written."""
+    lines = [r.to_line().encode() for r in records]
     if not lines:
         return 0
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -195,15 +207,16 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def load_records(path: PathLike) -> list[Record]:
-    """All good records of a log, in file order. Bad lines are skipped with a ``RecordWarning``."""
+def load_records(path: PathLike, in_network: bool = False) -> list[Record]:
+    """The good records of a log, in file order: those of kernels timed alone, and with ``in_network`` also
+    those timed inside a network (``Record.network``). Bad lines are skipped with a ``RecordWarning``."""
     lines = Path(path).read_bytes().split(b"\n")
     out = []
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
-            out.append(Record.from_json(json.loads(raw.decode("utf-8"))))
+            record = Record.from_json(json.loads(raw.decode("utf-8")))
         except UnicodeDecodeError:
             _skip(path, lineno, "not UTF-8 text")
         except json.JSONDecodeError as e:
@@ -211,6 +224,9 @@ def load_records(path: PathLike) -> list[Record]:
             _skip(path, lineno, f"invalid JSON: {e.msg}" + ("; truncated last line" if lineno == len(lines) else ""))
         except ValueError as e:
             _skip(path, lineno, str(e))
+        else:
+            if in_network or not record.network:
+                out.append(record)
     return out
 
 

@@ -6,13 +6,16 @@ its ``declare`` hook (the epilogue stages are inlined into the output stage). A 
 stride-1 convolution, also a ``conv2d_winograd_nchwc_packed`` task; every node, its ``nchwc_default`` task: the
 untuned kernel, measured by the network's tuner) runs the alternative whose best record is fastest: their FLOPs
 are the same, so the shortest time wins, and a log that measured the default keeps it wherever no tuned config
-beat it. A node whose tasks have no successful record, whose fastest record is the default's, or whose template
+beat it. Where ``refine`` timed a layer's candidates inside this very network (records marked with its
+fingerprint), the layer runs the fastest of its latest refinement instead: timed among the network's other
+kernels, that ranking is the one that counts. A node whose tasks have no successful record, whose fastest record is the default's, or whose template
 would use other channel blocks than the network's layout, keeps its default kernel (the last with a warning),
 which for a 3x3, stride-1 convolution may be a Winograd one (``conv.default_winograd_tile``).
 """
 from __future__ import annotations
 
 import os
+import statistics
 import warnings
 
 from ..autotvm.record import Record, RecordWarning, load_records, pick_best, task_records
@@ -46,11 +49,15 @@ class TunedKernels:
     def __init__(self, log: str | os.PathLike, target: Target):
         if not os.path.isfile(log):
             raise NetworkCompileError(f"no such tuning log: {os.fspath(log)}")
-        self.records = load_records(log)
+        everything = load_records(log, in_network=True)
+        self.records = [r for r in everything if not r.network]
+        self.in_network = [r for r in everything if r.network]
         self.target = target
         self.applied: dict[str, tuple[str, int]] = {}
         self.kept_default: list[str] = []
+        self.refined: list[str] = []  # nodes whose kernel was chosen by timings inside the network
         self._best: dict[str, Record | None] = {}
+        self._fingerprints: dict[int, str] = {}
 
     def best_record(self, task: Task) -> Record | None:
         """The task's fastest successful record in the log, or None."""
@@ -70,12 +77,43 @@ class TunedKernels:
         rec = self.best_record(task)
         return None if rec is None else rec.config_index
 
-    def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(node_tasks(g, node, target))
-                 if (rec := self.best_record(task)) is not None]
+    def refined_choice(self, g: Graph, tasks: tuple[Task, ...]) -> tuple[Task, int] | None:
+        """The task and config index of the layer's fastest candidate in the latest refinement of this network
+        (``refine``), or None when the log has none."""
+        if not self.in_network or not tasks:
+            return None
+        if id(g) not in self._fingerprints:
+            from .refine import network_fingerprint
+
+            self._fingerprints[id(g)] = network_fingerprint(g, self.target)
+        mine = [r for r in self.in_network if r.network == self._fingerprints[id(g)] and r.ok
+                and any(r.matches(t) for t in tasks)]
+        if not mine:
+            return None
+        latest = max(r.timestamp for r in mine)
+        found = []
+        for task in tasks:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RecordWarning)
+                found += [(statistics.median(r.costs), task, r.config_index)
+                          for r in task_records([r for r in mine if r.timestamp == latest], task) if r.costs]
         if not found:
-            return declare(g, node, target)
-        _, _, task, index = min(found)  # the fastest alternative; on a tie, the first (the direct convolution)
+            return None
+        _, task, index = min(found, key=lambda f: f[0])  # on a tie, the first timed
+        return task, index
+
+    def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
+        tasks = node_tasks(g, node, target)
+        refined = self.refined_choice(g, tasks)
+        if refined is not None:
+            self.refined.append(node.name)
+            task, index = refined
+        else:
+            found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(tasks)
+                     if (rec := self.best_record(task)) is not None]
+            if not found:
+                return declare(g, node, target)
+            _, _, task, index = min(found)  # the fastest alternative; on a tie, the first (the direct convolution)
         if task.name == DEFAULT_TEMPLATE:
             self.kept_default.append(node.name)
             return declare(g, node, target)

@@ -1,0 +1,241 @@
+"""Choosing each layer's kernel by timing it inside the compiled network.
+
+A kernel timed alone runs with its weights and input hot in the cache, its input laid out by nobody; inside a
+network the weights of the whole model (45 MB for ResNet-18) pass through the cache on every run and the input
+was written by the previous kernel's threads, so the ranking of a layer's configs alone is not their ranking in
+the network (measured on ResNet-18, AVX2: kernels 16.5 ms in sum alone, 28.6 ms inside the network).
+
+``refine`` takes, for each layer (a workload and its alternatives: Winograd, the untuned kernel), the ``top_k``
+fastest configs of the log as timed alone, plus the untuned kernel; builds ``top_k`` (+1) networks, network ``i``
+running every layer's ``i``-th candidate; profiles them in turn, ``rounds`` times (each layer's seconds per call
+among the others, ``NetworkModule.profile``), and keeps each layer's candidate of least median. Those timings go
+to the log as records marked with the network's fingerprint (``Record.network``); ``compile --log`` (``TunedKernels``)
+then chooses each layer's kernel among the latest of them. A whole-network check times the untuned network, the
+one of the fastest configs alone and the chosen one, in turn, and reports them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..autotvm.measure.result import ErrorKind
+from ..autotvm.record import Record, RecordWarning, load_records, task_records, write_records
+from ..autotvm.task import Task
+from ..errors import ArgumentError
+from ..graph.ir import Graph, Node
+from ..graph.tasks import DEFAULT_TEMPLATE, node_tasks
+from ..target import Target
+from .. import __version__
+from .declare import declare
+from .kernels import KernelDef
+
+
+def network_fingerprint(g: Graph, target: Target) -> str:
+    """A short key of an optimized graph for a target: its nodes, in order, with their operators and shapes."""
+    nodes = [[n.name, type(n.op).__name__, [list(g.values[v].shape) for v in (*n.inputs, *n.outputs)]]
+             for n in g.nodes]
+    text = json.dumps([str(target), g.name, list(g.inputs), nodes], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to compute a layer: config ``index`` of ``task`` (the ``nchwc_default`` task: the untuned kernel)
+    and its seconds per call timed alone (None for an untuned kernel the log never measured)."""
+
+    task: Task
+    index: int
+    alone: float | None
+
+    @property
+    def is_default(self) -> bool:
+        return self.task.name == DEFAULT_TEMPLATE
+
+    @property
+    def label(self) -> str:
+        return "default" if self.is_default else f"{self.task.name}#{self.index}"
+
+
+@dataclass
+class Layer:
+    """The nodes of one workload and the candidates compared for them."""
+
+    workload: str
+    nodes: list[str]
+    candidates: list[Candidate]
+    seconds: list[list[float]] = field(default_factory=list)  # per candidate: per round, seconds per call
+
+    def median(self, k: int) -> float:
+        return statistics.median(self.seconds[k]) if self.seconds[k] else float("inf")
+
+    @property
+    def chosen(self) -> int:
+        return min(range(len(self.candidates)), key=self.median)
+
+
+@dataclass
+class RefineResult:
+    """What ``refine`` compared and chose; ``check`` holds the whole-network seconds (median) of the untuned
+    network, the one of the fastest configs alone, and the chosen one."""
+
+    fingerprint: str
+    layers: list[Layer]
+    check: dict[str, float]
+    wall_s: float
+    records: int
+
+    def rows(self) -> list[dict]:
+        return [{"workload": l.workload, "nodes": len(l.nodes), "chosen": l.candidates[l.chosen].label,
+                 "candidates": [{"kernel": c.label, "alone_s": c.alone, "in_network_s": l.median(k)}
+                                for k, c in enumerate(l.candidates)]} for l in self.layers]
+
+
+def kernel_of(g: Graph, node: Node, candidate: Candidate) -> KernelDef:
+    """The fused kernel of ``node`` computed by ``candidate``."""
+    if candidate.is_default:
+        return declare(g, node, candidate.task.target)
+    from .tuned import tuned_conv
+
+    return tuned_conv(g, node, candidate.task, candidate.index)
+
+
+def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int) -> list[Layer]:
+    """Each tunable layer's ``top_k`` fastest configs timed alone (distinct, each one the network's layout can
+    run), then its untuned kernel unless among them; layers whose only candidate is the untuned kernel are left
+    out (nothing to choose)."""
+    from .tuned import _BlockMismatch
+
+    layers: dict[str, Layer] = {}
+    for node in g.nodes:
+        tasks = node_tasks(g, node, target)
+        if not tasks:
+            continue
+        key = tasks[0].workload_key
+        if key in layers:
+            layers[key].nodes.append(node.name)
+            continue
+        found = []
+        for task in tasks:
+            mine = [r for r in records if r.matches(task)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
+                found += [(r.mean_cost, task, r.config_index) for r in task_records(mine, task) if r.ok]
+        found.sort(key=lambda f: f[0])
+        chosen: list[Candidate] = []
+        seen = set()
+        for cost, task, index in found:
+            if len(chosen) == top_k:
+                break
+            if (task.name, index) in seen or not np.isfinite(cost):
+                continue
+            seen.add((task.name, index))
+            candidate = Candidate(task, index, cost)
+            if not candidate.is_default:
+                try:
+                    kernel_of(g, node, candidate)
+                except _BlockMismatch:
+                    continue
+            chosen.append(candidate)
+        if not any(c.is_default for c in chosen):
+            default = next(t for t in tasks if t.name == DEFAULT_TEMPLATE)
+            alone = next((c for c, t, _ in found if t is default), None)
+            chosen.append(Candidate(default, 0, alone))
+        if len(chosen) > 1:
+            layers[key] = Layer(key, [node.name], chosen)
+    return list(layers.values())
+
+
+def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: int = 3, rounds: int = 15,
+           runs: int = 5, shapes: Mapping[str, Sequence[int]] | None = None, num_threads: int | None = None,
+           check: bool = True, progress: Callable[[str], None] | None = None) -> RefineResult:
+    """Time each layer's ``top_k`` configs of ``log`` (and its untuned kernel) inside the compiled network and
+    append the timings to ``log``, so that ``compile(model, log=log)`` runs each layer's fastest there.
+
+    ``rounds`` profiles of ``runs`` runs per candidate network; ``check`` times whole networks at the end.
+    """
+    from .compile_model import load_program, optimized_graph
+    from .program import build_program
+
+    if not isinstance(top_k, int) or top_k < 1 or not isinstance(rounds, int) or rounds < 1 or runs < 1:
+        raise ArgumentError(f"top_k, rounds and runs must be integers >= 1, got {top_k!r}, {rounds!r}, {runs!r}")
+    if not os.path.isfile(log):
+        raise ArgumentError(f"no such tuning log: {os.fspath(log)}; tune the network first "
+                            "('tensortune tune-model MODEL --trials N --log LOG')")
+    say = progress or (lambda _: None)
+    start = time.perf_counter()
+    target = target or Target.host()
+    g = optimized_graph(model, target, shapes)
+    fingerprint = network_fingerprint(g, target)
+    layers = layer_candidates(g, target, load_records(log), top_k)
+    by_node = {n: layer for layer in layers for n in layer.nodes}
+    width = max((len(l.candidates) for l in layers), default=0)
+    if width == 0:
+        say("refine: no layer has a tuned config to compare with its untuned kernel")
+        return RefineResult(fingerprint, [], {}, time.perf_counter() - start, 0)
+
+    def network(pick: Callable[[Layer], int]):
+        def choose(graph: Graph, node: Node, tgt: Target) -> KernelDef:
+            layer = by_node.get(node.name)
+            return declare(graph, node, tgt) if layer is None else kernel_of(graph, node, layer.candidates[pick(layer)])
+
+        return load_program(build_program(g, target, choose), target, num_threads)
+
+    modules = []
+    for i in range(width):
+        say(f"refine: building candidate network {i + 1}/{width}")
+        modules.append(network(lambda layer, i=i: min(i, len(layer.candidates) - 1)))
+    inputs = _inputs(modules[0])
+    for layer in layers:
+        layer.seconds = [[] for _ in layer.candidates]
+    say(f"refine: timing {sum(len(l.candidates) for l in layers)} kernels of {len(layers)} layers in "
+        f"{width} networks, {rounds} rounds")
+    for r in range(rounds):
+        for i in (*range(r % width, width), *range(r % width)):  # a different network first each round
+            per_node = {row["node"]: row["seconds"] for row in modules[i].profile(*inputs, repeat=runs)}
+            for layer in layers:
+                if i < len(layer.candidates):  # a layer of fewer candidates runs its last in the other networks
+                    layer.seconds[i].append(sum(per_node[n] for n in layer.nodes) / len(layer.nodes))
+    stamp = time.time()
+    records = [Record(str(target), c.task.workload_key, c.task.name, tuple(c.task.args), c.index,
+                      json.loads(json.dumps(c.task.config(c.index).to_json())), tuple(layer.seconds[k]),
+                      ErrorKind.NONE, "", time.perf_counter() - start, stamp, __version__, network=fingerprint)
+               for layer in layers for k, c in enumerate(layer.candidates) if layer.seconds[k]]
+    written = write_records(log, records)
+    timings: dict[str, float] = {}
+    if check:
+        say("refine: timing the untuned, the fastest-alone and the chosen networks")
+        nets = {"untuned": load_program(build_program(g, target, None), target, num_threads), "fastest_alone":
+                modules[0], "chosen": network(lambda layer: layer.chosen)}
+        timings = whole_network_seconds(nets, inputs, rounds)
+    return RefineResult(fingerprint, layers, timings, time.perf_counter() - start, written)
+
+
+def whole_network_seconds(modules: Mapping[str, object], inputs: Sequence[np.ndarray], rounds: int,
+                          runs: int = 5) -> dict[str, float]:
+    """Median seconds per run of each module, timed in turn (``rounds`` timings of ``runs`` runs each)."""
+    evaluators = {k: m.time_evaluator(number=runs, repeat=1) for k, m in modules.items()}
+    seconds: dict[str, list[float]] = {k: [] for k in modules}
+    names = list(modules)
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            seconds[k].append(evaluators[k](*inputs).mean)
+    return {k: statistics.median(v) for k, v in seconds.items()}
+
+
+def _inputs(module) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    out = []
+    for spec in module.inputs:
+        dt = spec.dtype.numpy
+        out.append(rng.uniform(-1, 1, spec.shape).astype(dt) if np.issubdtype(dt, np.floating)
+                   else np.zeros(spec.shape, dt))
+    return out
+
