@@ -10,6 +10,7 @@
     tensortune run model.tt --input x.npy [--output y.npy]
     tensortune tasks model.onnx        # the network's tuning tasks, with FLOPs and share of the network's FLOPs
     tensortune tune-model model.onnx --trials 2000 --log net.jsonl   # every task within one budget (resumable)
+    tensortune refine model.onnx --log net.jsonl   # re-rank each layer's best configs timed inside the network
 
 A user mistake (unknown operator, malformed shape, missing log...) prints one line on stderr and exits
 with status 2; ``--json`` prints one JSON object on stdout instead of the text summary.
@@ -95,6 +96,14 @@ def _network_options(p: argparse.ArgumentParser, target_example: str = "") -> No
     p.add_argument("--shape", nargs="+", metavar="NAME=DIMS",
                    help="static shape of an input, e.g. input=1,3,224,224 (needed for dynamic dimensions)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _refine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--top", type=_positive, default=3, metavar="K",
+                   help="configs per layer timed inside the network: its K fastest alone, the fastest of each "
+                        "other template, its untuned kernel (default 3)")
+    p.add_argument("--rounds", type=_positive, default=15, metavar="N",
+                   help="profiles of each candidate network, in turn; each layer keeps its median (default 15)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,7 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Share --trials trials among the network's tuning tasks by expected gain (each "
                                     "round to the task whose next trials should lower the network's latency most, "
                                     "after Ansor's task scheduler), logging every trial to one file. Rerunning the "
-                                    "same command resumes; 'tensortune compile MODEL --log LOG' then uses the log.")
+                                    "same command resumes. At the end, each layer's fastest configs are timed inside "
+                                    "the compiled network ('tensortune refine'), and 'tensortune compile MODEL --log "
+                                    "LOG' runs each layer's fastest there.")
     tm.add_argument("model", metavar="MODEL.onnx")
     tm.add_argument("--trials", type=_positive, required=True, help="trials in total, the log's included")
     tm.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to, resumed from)")
@@ -205,6 +216,24 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--seed", type=int, help="seed of the tuners' random choices")
     tm.add_argument("--curve", metavar="FILE.json", help="write the estimated latency after each round")
     tm.add_argument("--quiet", action="store_true", help="no progress display")
+    tm.add_argument("--no-refine", action="store_true",
+                    help="skip timing the layers' best configs inside the network at the end (then compile "
+                         "chooses by the kernels' timings alone)")
+    _refine_options(tm)
+
+    rf = sub.add_parser("refine", help="time each layer's best configs of a log inside the compiled network",
+                        description="Kernels timed alone do not rank as inside a network (the weights of the whole "
+                                    "model pass through the cache on every run; each input was written by other "
+                                    "threads). For each layer, compile the network with each of its --top fastest "
+                                    "configs of the log and its untuned kernel, time every layer among the others, "
+                                    "and append these timings to the log: 'tensortune compile MODEL --log LOG' then "
+                                    "runs each layer's fastest in the network. Run it on the machine that will run "
+                                    "the network (a log tuned elsewhere, or by 'tune-model --no-refine').")
+    rf.add_argument("model", metavar="MODEL.onnx")
+    rf.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to)")
+    _network_options(rf)
+    rf.add_argument("--threads", type=_positive, help="threads of the network (default: all usable cores)")
+    _refine_options(rf)
 
     k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
                        description="List the convolution and dense workloads of an ONNX network after graph "
@@ -720,12 +749,20 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _error(f"interrupted; the measured trials are in {args.log}: rerun the same command to resume")
         return EXIT_INTERRUPTED
+    refined = None
+    if not args.no_refine:
+        try:
+            refined = _refine(args, target, force=False)
+        except KeyboardInterrupt:
+            _error(f"interrupted while refining; the trials are in {args.log}: rerun the same command to refine")
+            return EXIT_INTERRUPTED
     rows = [{"task": str(w.task), "occurrences": w.weight, "group": w.group, "trials": n, "best_latency_s": lat,
              "best_config_index": i} for w, n, lat, i in zip(result.tasks, result.trials, result.best_latency,
                                                                result.best_index)]
     summary = {"model": args.model, "target": str(target), "log": args.log, "trials": sum(result.trials),
                "stop_reason": result.stop_reason, "estimated_latency_s": result.estimated_latency,
-               "wall_s": time.perf_counter() - start, "tasks": rows}
+               "wall_s": time.perf_counter() - start, "tasks": rows,
+               "refine": None if refined is None else _refine_summary(refined)}
     if args.curve:
         with open(args.curve, "w") as f:
             json.dump([{"trials": t, "seconds": sec, "estimated_latency_s": lat} for t, sec, lat in result.curve], f)
@@ -741,6 +778,66 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
         alternative = k > 0 and r["group"] is not None and r["group"] == rows[k - 1]["group"]
         print(f"  {('or ' if alternative else '') + r['task']:<62} {r['occurrences']:>3} {r['trials']:>6} "
               f"{_fmt_seconds(r['best_latency_s']):>10}")
+    if refined is not None:
+        _print_refine(refined, layers=False)
+    print(f"log       {args.log} (compile with: tensortune compile {args.model} -o OUT --log {args.log})")
+    return EXIT_OK
+
+
+def _refine(args: argparse.Namespace, target, force: bool):
+    from .network.refine import refine
+
+    def say(line: str) -> None:
+        if not args.json and not getattr(args, "quiet", False):
+            print(line, file=sys.stderr, flush=True)
+
+    return refine(args.model, args.log, target, top_k=args.top, rounds=args.rounds,
+                  shapes=parse_input_shapes(args.shape), num_threads=args.threads, force=force, progress=say)
+
+
+def _refine_summary(result) -> dict:
+    return {"network": result.fingerprint, "skipped": result.skipped, "records": result.records,
+            "wall_s": result.wall_s, "whole_network_s": result.check, "layers": result.rows()}
+
+
+def _print_refine(result, layers: bool = True) -> None:
+    if result.skipped:
+        print("refined   already (the log's latest refinement of this network is newer than its last trial)")
+        return
+    if not result.layers:
+        print("refined   nothing: no layer has a tuned config to compare with its untuned kernel")
+        return
+    moved = sum(1 for l in result.layers if l.chosen != 0)
+    print(f"refined   {len(result.layers)} layers timed inside the network in {result.wall_s:.0f} s; {moved} run "
+          "another kernel than the fastest alone")
+    if result.check:
+        c = result.check
+        print(f"network   untuned {_fmt_seconds(c['untuned'])}, fastest kernels alone {_fmt_seconds(c['fastest_alone'])}"
+              f", chosen {_fmt_seconds(c['chosen'])} (median whole runs, in turn)")
+    if layers:
+        print(f"  {'layer (workload)':<58} {'x':>3} {'chosen':<36} {'in network':>10} {'alone':>10}")
+        for l in result.layers:
+            c = l.candidates[l.chosen]
+            alone = _fmt_seconds(c.alone) if c.alone is not None else "-"
+            print(f"  {l.workload[:58]:<58} {len(l.nodes):>3} {c.label[:36]:<36} "
+                  f"{_fmt_seconds(l.median(l.chosen)):>10} {alone:>10}")
+
+
+def cmd_refine(args: argparse.Namespace) -> int:
+    target = _target(args.target)
+    _check_log_writable(args.log)
+    if not os.path.isfile(args.log):
+        raise CLIError(f"no such tuning log: {args.log}; tune the network first "
+                       f"('tensortune tune-model {args.model} --trials N --log {args.log}')")
+    try:
+        result = _refine(args, target, force=True)
+    except KeyboardInterrupt:
+        _error(f"interrupted; nothing was added to {args.log}")
+        return EXIT_INTERRUPTED
+    if args.json:
+        print(json.dumps({"model": args.model, "target": str(target), "log": args.log, **_refine_summary(result)}))
+        return EXIT_OK
+    _print_refine(result)
     print(f"log       {args.log} (compile with: tensortune compile {args.model} -o OUT --log {args.log})")
     return EXIT_OK
 
@@ -786,6 +883,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tune": cmd_tune, "best": cmd_best, "show": cmd_show, "bench": cmd_bench, "worker": cmd_worker,
     "compile": cmd_compile, "run": cmd_run, "tasks": cmd_tasks, "tune-model": cmd_tune_model,
+    "refine": cmd_refine,
 }
 
 if __name__ == "__main__":

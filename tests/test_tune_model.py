@@ -69,10 +69,13 @@ def test_tune_model_on_the_command_line_resumes(resnet, tmp_path, capsys):
     model.write_bytes(resnet.SerializeToString())
     log, curve = tmp_path / "net.jsonl", tmp_path / "curve.json"
     args = ["tune-model", str(model), "--trials", "16", "--log", str(log), "--round-size", "8", "--tuner", "random",
-            "--quiet", "--json", "--curve", str(curve)]
+            "--quiet", "--json", "--curve", str(curve), "--top", "1", "--rounds", "1"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["trials"] == 16 and len(load_records(log)) == 16
+    # then the layers with a tuned config were timed inside the network (those records are not trials)
+    assert not first["refine"]["skipped"] and first["refine"]["records"] >= 2
+    assert len(load_records(log, in_network=True)) == 16 + first["refine"]["records"]
     # the 12 layers' untuned kernels first, one trial each, then a round of 4 (what the budget leaves)
     assert [c["trials"] for c in json.loads(curve.read_text())] == list(range(1, 13)) + [16]
     assert main([*args[:3], "24", *args[4:]]) == 0  # more trials: the 16 logged ones are not measured again
@@ -80,6 +83,13 @@ def test_tune_model_on_the_command_line_resumes(resnet, tmp_path, capsys):
     records = load_records(log)
     assert second["trials"] == 24 and len(records) == 24
     assert max(Counter((r.workload, r.config_index) for r in records).values()) == 1
+    assert second["refine"]["records"] > 0  # new trials: refined again
+    lines = len(load_records(log, in_network=True))
+    assert main([*args[:3], "24", *args[4:]]) == 0  # nothing left to do: no trial, no refinement
+    third = json.loads(capsys.readouterr().out)
+    assert third["refine"]["skipped"] and len(load_records(log, in_network=True)) == lines
+    assert main([*args[:3], "24", *args[4:], "--no-refine"]) == 0
+    assert json.loads(capsys.readouterr().out)["refine"] is None
 
 
 def test_tune_model_errors_are_one_line(tmp_path, capsys):

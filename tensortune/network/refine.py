@@ -74,7 +74,7 @@ class Layer:
     seconds: list[list[float]] = field(default_factory=list)  # per candidate: per round, seconds per call
 
     def median(self, k: int) -> float:
-        return statistics.median(self.seconds[k]) if self.seconds[k] else float("inf")
+        return statistics.median(self.seconds[k]) if k < len(self.seconds) and self.seconds[k] else float("inf")
 
     @property
     def chosen(self) -> int:
@@ -91,6 +91,7 @@ class RefineResult:
     check: dict[str, float]
     wall_s: float
     records: int
+    skipped: bool = False
 
     def rows(self) -> list[dict]:
         return [{"workload": l.workload, "nodes": len(l.nodes), "chosen": l.candidates[l.chosen].label,
@@ -109,7 +110,7 @@ def kernel_of(g: Graph, node: Node, candidate: Candidate) -> KernelDef:
 
 def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int) -> list[Layer]:
     """Each tunable layer's ``top_k`` fastest configs timed alone (distinct, each one the network's layout can
-    run), then its untuned kernel unless among them; layers whose only candidate is the untuned kernel are left
+    run), then the fastest of each of its templates not among them, then its untuned kernel unless there; layers whose only candidate is the untuned kernel are left
     out (nothing to choose)."""
     from .tuned import _BlockMismatch
 
@@ -132,17 +133,19 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
         chosen: list[Candidate] = []
         seen = set()
         for cost, task, index in found:
-            if len(chosen) == top_k:
-                break
+            # the top_k fastest, and the fastest of each other template (a direct convolution where Winograd
+            # configs lead alone): a kernel of another kind is the likeliest to rank otherwise in the network
             if (task.name, index) in seen or not np.isfinite(cost):
                 continue
-            seen.add((task.name, index))
+            if len(chosen) >= top_k and any(c.task.name == task.name for c in chosen):
+                continue
             candidate = Candidate(task, index, cost)
             if not candidate.is_default:
                 try:
                     kernel_of(g, node, candidate)
                 except _BlockMismatch:
                     continue
+            seen.add((task.name, index))
             chosen.append(candidate)
         if not any(c.is_default for c in chosen):
             default = next(t for t in tasks if t.name == DEFAULT_TEMPLATE)
@@ -155,11 +158,14 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
 
 def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: int = 3, rounds: int = 15,
            runs: int = 5, shapes: Mapping[str, Sequence[int]] | None = None, num_threads: int | None = None,
-           check: bool = True, progress: Callable[[str], None] | None = None) -> RefineResult:
+           check: bool = True, force: bool = True,
+           progress: Callable[[str], None] | None = None) -> RefineResult:
     """Time each layer's ``top_k`` configs of ``log`` (and its untuned kernel) inside the compiled network and
     append the timings to ``log``, so that ``compile(model, log=log)`` runs each layer's fastest there.
 
     ``rounds`` profiles of ``runs`` runs per candidate network; ``check`` times whole networks at the end.
+    Without ``force``, nothing is timed when the log's latest refinement of this network came after its last
+    trial (``RefineResult.skipped``): a rerun of a finished ``tune-model`` repeats nothing.
     """
     from .compile_model import load_program, optimized_graph
     from .program import build_program
@@ -174,7 +180,13 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     target = target or Target.host()
     g = optimized_graph(model, target, shapes)
     fingerprint = network_fingerprint(g, target)
-    layers = layer_candidates(g, target, load_records(log), top_k)
+    everything = load_records(log, in_network=True)
+    alone = [r for r in everything if not r.network]
+    refined = [r.timestamp for r in everything if r.network == fingerprint]
+    if not force and refined and max(refined) >= max((r.timestamp for r in alone), default=0.0):
+        say("refine: the log's latest refinement of this network is newer than its last trial; nothing to do")
+        return RefineResult(fingerprint, [], {}, time.perf_counter() - start, 0, skipped=True)
+    layers = layer_candidates(g, target, alone, top_k)
     by_node = {n: layer for layer in layers for n in layer.nodes}
     width = max((len(l.candidates) for l in layers), default=0)
     if width == 0:

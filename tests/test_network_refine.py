@@ -1,0 +1,201 @@
+"""Choosing each layer's kernel by timing it inside the network: candidates, in-network records, compile's choice."""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from onnx_models import assert_close, ort_run, rand
+from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
+from tensortune.autotvm.record import Record, append_records, load_records, pick_best, write_records
+from tensortune.cli import main
+from tensortune.errors import ArgumentError
+from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks
+from tensortune.network import optimized_graph, zoo
+from tensortune.network.refine import Candidate, kernel_of, layer_candidates, network_fingerprint, refine
+from tensortune.network.tuned import TunedKernels, _BlockMismatch
+from tensortune.target import Target
+
+HOST = Target.host()
+IMAGE = 32
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return zoo.resnet18(image=IMAGE)
+
+
+def _valid_configs(g, node, task, n):
+    """The first ``n`` configs of ``task`` the network's layout can run at ``node``."""
+    out = []
+    for index in range(len(task.space)):
+        try:
+            kernel_of(g, node, Candidate(task, index, None))
+        except _BlockMismatch:
+            continue
+        out.append(index)
+        if len(out) == n:
+            return out
+    return out
+
+
+def _fake_log(m, path):
+    """Records timed alone: per layer three direct configs (0.1, 0.2, 0.3 ms), one Winograd config where the layer
+    has one (0.5 ms), the untuned kernel (1 ms). Returns {workload: (direct indices, winograd index or None)}."""
+    g = optimized_graph(m, HOST)
+    nodes = {n.name: n for n in g.nodes}
+    pairs, layout = [], {}
+    for t in extract_tasks(g, HOST):
+        if t.task is None:
+            continue
+        node = nodes[t.nodes[0]]
+        direct = _valid_configs(g, node, t.task, 3)
+        pairs += [(MeasureInput(t.task, i), MeasureResult((1e-4 * (k + 1),), ErrorKind.NONE, "", 0.1, time.time()))
+                  for k, i in enumerate(direct)]
+        wino = next((a for a in t.alternatives if a.name == WINOGRAD_TEMPLATE), None)
+        w = _valid_configs(g, node, wino, 1)[0] if wino is not None else None
+        if wino is not None:
+            pairs.append((MeasureInput(wino, w), MeasureResult((5e-4,), ErrorKind.NONE, "", 0.1, time.time())))
+        pairs.append((MeasureInput(default_task(t.task), 0), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1,
+                                                                          time.time())))
+        layout[t.workload] = (direct, w)
+    append_records(path, pairs)
+    return layout
+
+
+def test_refine_times_each_layers_candidates_in_the_network_and_compile_runs_its_choice(resnet, tmp_path):
+    log = tmp_path / "net.jsonl"
+    layout = _fake_log(resnet, log)
+    alone = len(load_records(log))
+    result = refine(resnet, log, HOST, top_k=2, rounds=3, runs=1)
+    # candidates: the 2 fastest alone, the fastest of the other template (Winograd), the untuned kernel
+    assert {l.workload for l in result.layers} == set(layout)
+    for layer in result.layers:
+        direct, wino = layout[layer.workload]
+        expected = [(CONV_TEMPLATE, direct[0], 1e-4), (CONV_TEMPLATE, direct[1], 2e-4)]
+        expected += [(WINOGRAD_TEMPLATE, wino, 5e-4)] if wino is not None else []
+        expected += [(DEFAULT_TEMPLATE, 0, 1e-3)]
+        assert [(c.task.name, c.index, c.alone) for c in layer.candidates] == pytest.approx(expected)
+        assert all(len(s) == 3 and min(s) > 0 for s in layer.seconds)  # timed once per round
+    # the timings are in the log, marked with the network; searches and `best` do not see them
+    assert len(load_records(log)) == alone
+    timed = [r for r in load_records(log, in_network=True) if r.network]
+    assert len(timed) == result.records == sum(len(l.candidates) for l in result.layers)
+    assert {r.network for r in timed} == {network_fingerprint(optimized_graph(resnet, HOST), HOST)}
+    assert set(result.check) == {"untuned", "fastest_alone", "chosen"}
+    assert all(0 < s < 1 for s in result.check.values())
+    # compiling with the log runs each layer's choice
+    g = optimized_graph(resnet, HOST)
+    choose = TunedKernels(log, HOST)
+    for node in g.nodes:
+        choose(g, node, HOST)
+    for layer in result.layers:
+        c = layer.candidates[layer.chosen]
+        for n in layer.nodes:
+            if c.is_default:
+                assert n in choose.kept_default and n not in choose.applied
+            else:
+                assert choose.applied[n] == (c.task.name, c.index)
+    assert sorted(choose.refined) == sorted(n for l in result.layers for n in l.nodes)
+    module = tt.compile(resnet, log=log)
+    x = rand((1, 3, IMAGE, IMAGE), 5)
+    assert_close(module(x), ort_run(resnet, {"input": x})[0], "refined resnet18")
+    # a rerun without force repeats nothing: the refinement is newer than every trial
+    again = refine(resnet, log, HOST, top_k=2, rounds=3, runs=1, force=False)
+    assert again.skipped and again.records == 0
+    assert len(load_records(log, in_network=True)) == alone + result.records
+
+
+def _timed_inside(task, index, seconds, network, stamp):
+    return Record(str(task.target), task.workload_key, task.name, tuple(task.args), index,
+                  json.loads(json.dumps(task.config(index).to_json())), tuple(seconds), ErrorKind.NONE, "", 1.0,
+                  stamp, tt.__version__, network=network)
+
+
+def test_compile_chooses_by_the_latest_refinement_of_this_network_only(tmp_path):
+    m = zoo.mobilenet_v2(image=32)
+    g = optimized_graph(m, HOST)
+    layer = next(t for t in extract_tasks(g, HOST) if t.task is not None and t.kind == "conv2d")
+    (index,) = _valid_configs(g, next(n for n in g.nodes if n.name == layer.nodes[0]), layer.task, 1)
+    default = default_task(layer.task)
+    log = tmp_path / "log.jsonl"
+    append_records(log, [(MeasureInput(layer.task, index), MeasureResult((1e-4,), ErrorKind.NONE, "", 0.1, 1.0)),
+                         (MeasureInput(default, 0), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1, 1.0))])
+    fp = network_fingerprint(g, HOST)
+
+    def choice():
+        choose = TunedKernels(log, HOST)
+        for node in g.nodes:
+            choose(g, node, HOST)
+        return choose
+
+    first = choice()  # alone, the tuned config wins
+    assert {first.applied[n] for n in layer.nodes} == {(layer.task.name, index)} and not first.refined
+    # inside the network the untuned kernel was faster (median, not mean: one outlier does not decide)
+    write_records(log, [_timed_inside(layer.task, index, (3e-4, 3e-4, 9.0), fp, 10.0),
+                        _timed_inside(default, 0, (2e-4, 2e-4, 2e-4), fp, 10.0),
+                        _timed_inside(layer.task, index, (1e-9,), "another-network", 30.0)])
+    second = choice()
+    assert set(layer.nodes) <= set(second.kept_default) and set(second.refined) == set(layer.nodes)
+    assert not any(n in second.applied for n in layer.nodes)
+    # a later refinement decides again; the other network's records never count
+    write_records(log, [_timed_inside(layer.task, index, (1e-4,), fp, 20.0), _timed_inside(default, 0, (2e-4,), fp,
+                                                                                          20.0)])
+    third = choice()
+    assert {third.applied[n] for n in layer.nodes} == {(layer.task.name, index)}
+    # what the searches read: only the kernels timed alone
+    assert len(load_records(log)) == 2 and len(load_records(log, in_network=True)) == 7
+    assert pick_best(log)[layer.task.workload_key].mean_cost == pytest.approx(1e-4)
+
+
+def test_a_record_timed_in_a_network_reads_back_and_older_lines_have_none():
+    task = default_task(extract_tasks(optimized_graph(zoo.mobilenet_v2(image=32), HOST), HOST)[1].task)
+    r = _timed_inside(task, 0, (1e-3, 2e-3), "abc123", 5.0)
+    line = json.loads(r.to_line())
+    assert line["network"] == "abc123" and Record.from_json(line) == r
+    del line["network"]
+    assert Record.from_json(line).network == ""
+    assert "network" not in json.loads(Record.from_json(line).to_line())
+
+
+def test_refine_rejects_bad_arguments(resnet, tmp_path):
+    with pytest.raises(ArgumentError, match="tune the network first"):
+        refine(resnet, tmp_path / "missing.jsonl", HOST)
+    (tmp_path / "log.jsonl").write_text("")
+    with pytest.raises(ArgumentError, match="top_k"):
+        refine(resnet, tmp_path / "log.jsonl", HOST, top_k=0)
+    result = refine(resnet, tmp_path / "log.jsonl", HOST)  # an empty log: nothing to compare
+    assert result.layers == [] and result.records == 0
+
+
+def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
+    g = optimized_graph(resnet, HOST)
+    t = next(t for t in extract_tasks(g, HOST) if t.task is not None)
+    direct = _valid_configs(g, next(n for n in g.nodes if n.name == t.nodes[0]), t.task, 2)
+    records = [Record.from_measurement(MeasureInput(t.task, i), MeasureResult(c, kind, "", 0.1, 1.0))
+               for i, c, kind in [(direct[0], (1e-4,), ErrorKind.NONE), (direct[0], (1.1e-4,), ErrorKind.NONE),
+                                  (direct[1], (1e9,), ErrorKind.RUNTIME_CRASH)]]
+    (layer,) = [l for l in layer_candidates(g, HOST, records, 3) if l.workload == t.workload]
+    assert [(c.task.name, c.index) for c in layer.candidates] == [(CONV_TEMPLATE, direct[0]), (DEFAULT_TEMPLATE, 0)]
+    assert layer.candidates[-1].alone is None and math.isinf(layer.median(0))  # not timed yet
+
+
+def test_refine_on_the_command_line(resnet, tmp_path, capsys):
+    model = tmp_path / "resnet.onnx"
+    model.write_bytes(resnet.SerializeToString())
+    log = tmp_path / "net.jsonl"
+    assert main(["refine", str(model), "--log", str(log)]) == 2
+    assert "tune-model" in capsys.readouterr().err
+    _fake_log(resnet, log)
+    assert main(["refine", str(model), "--log", str(log), "--top", "1", "--rounds", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert not out["skipped"] and out["records"] > 0 and len(out["layers"]) == 12
+    assert all(l["chosen"] in [c["kernel"] for c in l["candidates"]] for l in out["layers"])
+    assert set(out["whole_network_s"]) == {"untuned", "fastest_alone", "chosen"}
+    assert main(["refine", str(model), "--log", str(log), "--top", "1", "--rounds", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "12 layers timed inside the network" in text and "compile with" in text
