@@ -10,12 +10,16 @@ compiled ResNet-18 and runs it, against one that runs it with onnxruntime.
 
     python benchmarks/e2e.py                        # writes BENCHMARKS.md's "Whole networks" section
     python benchmarks/e2e.py --log tuned.jsonl      # "tensortune, with the log" with that log
+    python benchmarks/e2e.py --log tuned.jsonl --refine  # refine the log for each network first
     python benchmarks/e2e.py --tune                 # tune each network first (tune-model, default trials below)
     python benchmarks/e2e.py --tune resnet18=1000 mobilenet_v2=600 --tune-dir results/e2e_logs
 
 ``--tune`` runs ``tune_model`` on each network (2 threads, ``xgb`` with the shipped model) into
-``--tune-dir/<model>.jsonl`` before the timings, resuming a log already there: the defaults
-(``DEFAULT_TRIALS``) take about an hour on 2 cores of an AVX2 machine, the tuning minutes are reported.
+``--tune-dir/<model>.jsonl`` before the timings, resuming a log already there, and refines it as ``tune-model``
+does (each layer's best configs timed inside the network; ``--refine`` does that to a ``--log``): the defaults
+(``DEFAULT_TRIALS``) take about an hour on 2 cores of an AVX2 machine, the tuning minutes are reported. Where the
+log holds such in-network timings, the row "kernels chosen by their timings alone" compiles with the log without
+them: what refining gained.
     python benchmarks/e2e.py --json e2e.json --models resnet18 --threads 2
 """
 from __future__ import annotations
@@ -38,9 +42,10 @@ ROOT = HERE.parent
 MODELS = ("resnet18", "mobilenet_v2")
 #: trials per network of ``--tune`` without values (about an hour on 2 cores, both networks)
 DEFAULT_TRIALS = {"resnet18": 1500, "mobilenet_v2": 1000}
-PEERS = ("tensortune", "tensortune_tuned", "onnxruntime", "torch", "torch_compile", "tensortune_passive",
-         "onnxruntime_no_spin")
+PEERS = ("tensortune", "tensortune_tuned", "tensortune_tuned_alone", "onnxruntime", "torch", "torch_compile",
+         "tensortune_passive", "onnxruntime_no_spin")
 LABELS = {"tensortune": "tensortune, default schedules", "tensortune_tuned": "tensortune, with the log",
+          "tensortune_tuned_alone": "tensortune, with the log, kernels chosen by their timings alone",
           "onnxruntime": "onnxruntime", "torch": "PyTorch eager", "torch_compile": "torch.compile",
           "tensortune_passive": "tensortune, default schedules, OMP_WAIT_POLICY=PASSIVE",
           "onnxruntime_no_spin": "onnxruntime, intra-op spinning off"}
@@ -257,12 +262,33 @@ def tune(model: Path, trials: int, log: Path) -> dict:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     result = tune_model(str(model), trials, log, tuner="xgb")
-    return {"log": str(log), "trials": trials, "minutes": (time.perf_counter() - start) / 60,
-            "estimated_s": result.estimated_latency}
+    minutes = (time.perf_counter() - start) / 60
+    refined = refine_log(model, log)
+    return {"log": str(log), "trials": trials, "minutes": minutes, "estimated_s": result.estimated_latency,
+            "refine_minutes": refined["minutes"]}
+
+
+def refine_log(model: Path, log: Path | str) -> dict:
+    """Time each layer's best configs of ``log`` inside the network (skipped when done since the last trial)."""
+    from tensortune.network import refine
+
+    start = time.perf_counter()
+    result = refine(str(model), log, force=False, progress=lambda line: print(line, flush=True))
+    return {"minutes": (time.perf_counter() - start) / 60, "whole_network_s": result.check}
+
+
+def alone_log(log: str, path: Path) -> str | None:
+    """A copy of ``log`` without its in-network timings (None when it has none)."""
+    lines = Path(log).read_text().splitlines(keepends=True)
+    kept = [line for line in lines if '"network":' not in line]
+    if len(kept) == len(lines):
+        return None
+    path.write_text("".join(kept))
+    return str(path)
 
 
 def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dict | None = None,
-        tune_dir: Path | None = None) -> dict:
+        tune_dir: Path | None = None, refine: bool = False) -> dict:
     import onnx
 
     from tensortune.network import zoo
@@ -278,6 +304,8 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dic
             print(f"{name}: tuned {tuning['trials']} trials in {tuning['minutes']:.1f} min, log {tuning['log']}",
                   flush=True)
         net_log = tuning["log"] if tuning else log
+        if refine and net_log and not tuning:
+            print(f"{name}: refined in {refine_log(model, net_log)['minutes']:.1f} min", flush=True)
         x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
         np.save(work / "input.npy", x)
         import onnxruntime as ort
@@ -289,16 +317,24 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dic
         warm = compile_network(model, work / f"{name}.tt", cold_cache)
         entry = {"compile_cold_s": cold.get("compile_s"), "compile_warm_s": warm.get("compile_s"),
                  "calls": cold.get("calls"), "threads": {}, "log": net_log, "tuning": tuning}
+        alone = None
         if net_log:
             tuned = compile_network(model, work / f"{name}-tuned.tt", cold_cache, net_log)
             entry["tuned_calls"] = tuned.get("tuned_calls")
+            alone = alone_log(net_log, work / f"{name}-alone.jsonl")
+            if alone:
+                compile_network(model, work / f"{name}-tuned-alone.tt", cold_cache, alone)
         for threads in thread_counts:
             specs, row = {}, {}
             for peer in PEERS:
                 if peer == "tensortune_tuned" and not net_log:
                     row[peer] = {"unavailable": "no --log or --tune given"}
                     continue
-                network = work / (f"{name}-tuned.tt" if peer == "tensortune_tuned" else f"{name}.tt")
+                if peer == "tensortune_tuned_alone" and not alone:
+                    row[peer] = {"unavailable": "the log has no timings inside the network"}
+                    continue
+                network = work / {"tensortune_tuned": f"{name}-tuned.tt",
+                                  "tensortune_tuned_alone": f"{name}-tuned-alone.tt"}.get(peer, f"{name}.tt")
                 specs[peer] = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
                                "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
                                "min_ms": min_ms}
@@ -341,7 +377,7 @@ def table(report: dict) -> str:
         for peer in PEERS:
             cells = []
             for t in threads:
-                r = entry["threads"][t][peer]
+                r = entry["threads"][t].get(peer, {"unavailable": "not measured"})  # a report of fewer peers
                 ort_r = entry["threads"][t]["onnxruntime"]
                 if "median_s" in r and "median_s" in ort_r:
                     cells.append(f"{r['median_s'] * 1e3:.2f} ms ({r['median_s'] / ort_r['median_s']:.2f}x)")
@@ -389,6 +425,8 @@ def main() -> int:
     p.add_argument("--tune", nargs="*", metavar="MODEL=TRIALS",
                    help="tune the networks first (all of --models at DEFAULT_TRIALS when no value is given)")
     p.add_argument("--tune-dir", default=str(ROOT / "results" / "e2e_logs"), help="folder of --tune's logs")
+    p.add_argument("--refine", action="store_true",
+                   help="first time each layer's best configs of --log inside each network (appends to the log)")
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--min-ms", type=float, default=50.0)
     p.add_argument("--json", help="also write the results as JSON here")
@@ -405,7 +443,7 @@ def main() -> int:
     tune_trials = None if args.tune is None else parse_tune(args.tune, args.models, p)
     with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
         report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
-                     args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir))
+                     args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir), args.refine)
     text = table(report)
     print()
     print(text)

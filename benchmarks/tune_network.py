@@ -6,7 +6,8 @@ weights, built here) is tuned from an empty log with ``tune_model`` up to each o
 total (the log resumes from one checkpoint to the next, as a user's interrupted run would). At every checkpoint
 the network is compiled with the log and its real latency is measured in a child process, in turns with
 onnxruntime (the e2e protocol of ``e2e.py``: warm-up, timings of at least ``--min-ms``, median), on ``--threads``
-threads. Reported per strategy: the estimated latency after each round (sum over tasks of occurrences x best
+threads, after refining the log as ``tune-model`` does at its end (each layer's best configs timed inside the
+network; its minutes are counted as tuning; ``--no-refine`` leaves it out). Reported per strategy: the estimated latency after each round (sum over tasks of occurrences x best
 kernel latency, from the tuning run) and the measured latency at each checkpoint, against trials and against
 tuning minutes (compile and timing at the checkpoints not counted); the minutes until the measured latency is
 within 5% of the run's best; and, last, the strategies' final modules timed in turns with onnxruntime.
@@ -75,6 +76,10 @@ def tune_strategy(strategy: str, args, model: Path, work: Path, out: Path) -> di
         result = tune_model(str(model), checkpoint, log, strategy=strategy, tuner=args.tuner, seed=args.seed,
                             progress=not args.quiet, measure=timed_alone)
         curve += [(trials, (tuned_s + seconds) / 60, est) for trials, seconds, est in result.curve]
+        if not args.no_refine:  # as tune-model does at its end: counted in the tuning minutes
+            from tensortune.network import refine
+
+            refine(str(model), log, force=False)
         tuned_s += time.perf_counter() - start
         network = work / f"{args.model}-{name}-{checkpoint}.tt"
         built = compile_network(model, network, work / "cache", str(log))
@@ -183,6 +188,8 @@ def main() -> int:
     p.add_argument("--png")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--cold", action="store_true", help="time each kernel with cold caches (flushed before each call)")
+    p.add_argument("--no-refine", action="store_true",
+                   help="compile each checkpoint's log as tuned, without timing the layers' best configs in the network")
     args = p.parse_args()
 
     import onnx

@@ -39,6 +39,17 @@ def test_table_and_section(e2e, tmp_path):
     assert out.count(e2e.SECTION) == 1 and "13.00 ms" in out and "kept" in out
 
 
+def test_the_alone_row_compiles_with_the_log_less_its_in_network_timings(e2e, tmp_path):
+    log = tmp_path / "net.jsonl"
+    lines = ['{"v":1,"workload":"a"}\n', '{"v":1,"workload":"a","network":"f00"}\n', '{"v":1,"workload":"b"}\n']
+    log.write_text("".join(lines[::2]))
+    assert e2e.alone_log(str(log), tmp_path / "alone.jsonl") is None  # nothing to leave out: no such row
+    log.write_text("".join(lines))
+    assert e2e.alone_log(str(log), tmp_path / "alone.jsonl") == str(tmp_path / "alone.jsonl")
+    assert (tmp_path / "alone.jsonl").read_text() == lines[0] + lines[2]
+    assert "| tensortune, with the log, kernels chosen by their timings alone | not measured |" in e2e.table(_report())
+
+
 def test_torch_executor_equals_the_interpreter(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.syspath_prepend(str(BENCHMARKS))
