@@ -16,7 +16,8 @@ from tensortune.cli import main
 from tensortune.errors import ArgumentError
 from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks
 from tensortune.network import optimized_graph, zoo
-from tensortune.network.refine import Candidate, kernel_of, layer_candidates, network_fingerprint, refine
+from tensortune.network.refine import (Candidate, kernel_of, layer_candidates, network_fingerprint, refine,
+                                       thread_split)
 from tensortune.network.tuned import TunedKernels, _BlockMismatch
 from tensortune.target import Target
 
@@ -72,14 +73,19 @@ def test_refine_times_each_layers_candidates_in_the_network_and_compile_runs_its
     layout = _fake_log(resnet, log)
     alone = len(load_records(log))
     result = refine(resnet, log, HOST, top_k=2, rounds=3, runs=1)
-    # candidates: the 2 fastest alone, the fastest of the other template (Winograd), the untuned kernel
+    # candidates: the 2 fastest alone; the fastest of another thread split (the 3rd config, where its split is
+    # not one of theirs) and of the other template (Winograd); the untuned kernel
     assert {l.workload for l in result.layers} == set(layout)
     for layer in result.layers:
         direct, wino = layout[layer.workload]
+        task = layer.candidates[0].task
+        split = [thread_split(task.config(i).to_json()) for i in direct]
         expected = [(CONV_TEMPLATE, direct[0], 1e-4), (CONV_TEMPLATE, direct[1], 2e-4)]
+        expected += [(CONV_TEMPLATE, direct[2], 3e-4)] if split[2] not in split[:2] else []
         expected += [(WINOGRAD_TEMPLATE, wino, 5e-4)] if wino is not None else []
         expected += [(DEFAULT_TEMPLATE, 0, 1e-3)]
-        assert [(c.task.name, c.index, c.alone) for c in layer.candidates] == pytest.approx(expected)
+        assert [(c.task.name, c.index) for c in layer.candidates] == [e[:2] for e in expected]
+        assert [c.alone for c in layer.candidates] == pytest.approx([e[2] for e in expected])
         assert all(len(s) == 3 and min(s) > 0 for s in layer.seconds)  # timed once per round
     # the timings are in the log, marked with the network; searches and `best` do not see them
     assert len(load_records(log)) == alone
@@ -170,6 +176,11 @@ def test_refine_rejects_bad_arguments(resnet, tmp_path):
         refine(resnet, tmp_path / "log.jsonl", HOST, top_k=0)
     result = refine(resnet, tmp_path / "log.jsonl", HOST)  # an empty log: nothing to compare
     assert result.layers == [] and result.records == 0
+
+
+def test_thread_split_reads_the_outer_parallel_loop():
+    assert thread_split({"reorder_outer": [2, 0, 1], "parallel": "fuse2", "tile_oc": [4, 2]}) == (2, "fuse2")
+    assert thread_split({"tile_oc": [4, 2]}) == ()
 
 
 def test_layer_candidates_skip_failed_and_duplicate_records(resnet):

@@ -6,11 +6,12 @@ was written by the previous kernel's threads, so the ranking of a layer's config
 the network (measured on ResNet-18, AVX2: kernels 16.5 ms in sum alone, 28.6 ms inside the network).
 
 ``refine`` takes, for each layer (a workload and its alternatives: Winograd, the untuned kernel), the ``top_k``
-fastest configs of the log as timed alone, plus the untuned kernel; builds ``top_k`` (+1) networks, network ``i``
-running every layer's ``i``-th candidate; profiles them in turn, ``rounds`` times (each layer's seconds per call
-among the others, ``NetworkModule.profile``), and keeps each layer's candidate of least median. Those timings go
-to the log as records marked with the network's fingerprint (``Record.network``); ``compile --log`` (``TunedKernels``)
-then chooses each layer's kernel among the latest of them. A whole-network check times the untuned network, the
+fastest configs of the log as timed alone, the fastest of each other template and way of splitting the work
+among threads (``thread_split``), and the untuned kernel; builds as many networks as the most candidates a layer
+has, network ``i`` running every layer's ``i``-th candidate; profiles them in turn, ``rounds`` times (each
+layer's seconds per call among the others, ``NetworkModule.profile``), and keeps each layer's candidate of least
+median. Those timings go to the log as records marked with the network's fingerprint (``Record.network``);
+``compile --log`` (``TunedKernels``) then chooses each layer's kernel among the latest of them. A whole-network check times the untuned network, the
 one of the fastest configs alone and the chosen one, in turn, and reports them.
 """
 from __future__ import annotations
@@ -108,9 +109,18 @@ def kernel_of(g: Graph, node: Node, candidate: Candidate) -> KernelDef:
     return tuned_conv(g, node, candidate.task, candidate.index)
 
 
+def thread_split(config: Mapping) -> tuple:
+    """How a config of the convolution templates splits its work among threads: the outer loop run in parallel
+    (the first of ``reorder_outer``: output-channel tiles, rows or columns) and how many are fused (``parallel``);
+    () for configs without these knobs."""
+    order = config.get("reorder_outer")
+    return () if not order else (order[0], config.get("parallel"))
+
+
 def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int) -> list[Layer]:
     """Each tunable layer's ``top_k`` fastest configs timed alone (distinct, each one the network's layout can
-    run), then the fastest of each of its templates not among them, then its untuned kernel unless there; layers whose only candidate is the untuned kernel are left
+    run), then the fastest of each template and thread split (``thread_split``) not among them, then its untuned
+    kernel unless there; layers whose only candidate is the untuned kernel are left
     out (nothing to choose)."""
     from .tuned import _BlockMismatch
 
@@ -128,16 +138,19 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
             mine = [r for r in records if r.matches(task)]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
-                found += [(r.mean_cost, task, r.config_index) for r in task_records(mine, task) if r.ok]
+                found += [(r.mean_cost, task, r.config_index, r.config) for r in task_records(mine, task) if r.ok]
         found.sort(key=lambda f: f[0])
         chosen: list[Candidate] = []
-        seen = set()
-        for cost, task, index in found:
-            # the top_k fastest, and the fastest of each other template (a direct convolution where Winograd
-            # configs lead alone): a kernel of another kind is the likeliest to rank otherwise in the network
+        seen, kinds = set(), set()
+        for cost, task, index, config in found:
+            # the top_k fastest; then the fastest of each other template (a direct convolution where Winograd
+            # configs lead alone) and of each other way to split the work among threads: a kernel that reads
+            # its input in another order than the previous layer's threads wrote it is the likeliest to rank
+            # otherwise in the network
             if (task.name, index) in seen or not np.isfinite(cost):
                 continue
-            if len(chosen) >= top_k and any(c.task.name == task.name for c in chosen):
+            kind = (task.name, *thread_split(config))
+            if len(chosen) >= top_k and kind in kinds:
                 continue
             candidate = Candidate(task, index, cost)
             if not candidate.is_default:
@@ -146,10 +159,11 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
                 except _BlockMismatch:
                     continue
             seen.add((task.name, index))
+            kinds.add(kind)
             chosen.append(candidate)
         if not any(c.is_default for c in chosen):
             default = next(t for t in tasks if t.name == DEFAULT_TEMPLATE)
-            alone = next((c for c, t, _ in found if t is default), None)
+            alone = next((f[0] for f in found if f[1] is default), None)
             chosen.append(Candidate(default, 0, alone))
         if len(chosen) > 1:
             layers[key] = Layer(key, [node.name], chosen)
