@@ -174,6 +174,10 @@ def test_refine_rejects_bad_arguments(resnet, tmp_path):
     (tmp_path / "log.jsonl").write_text("")
     with pytest.raises(ArgumentError, match="top_k"):
         refine(resnet, tmp_path / "log.jsonl", HOST, top_k=0)
+    other = Target.parse("c -isa=neon -arch=aarch64") if HOST.arch != "aarch64" else Target.parse("c -isa=avx2 "
+                                                                                                 "-arch=x86_64")
+    with pytest.raises(ArgumentError, match="refine on a machine of that target"):
+        refine(resnet, tmp_path / "log.jsonl", other)
     result = refine(resnet, tmp_path / "log.jsonl", HOST)  # an empty log: nothing to compare
     assert result.layers == [] and result.records == 0
 

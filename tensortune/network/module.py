@@ -292,8 +292,14 @@ def load(path: str | os.PathLike, num_threads: int | None = None) -> NetworkModu
 _ISA_ORDER = {ISA.SCALAR: 0, ISA.NEON: 1, ISA.AVX2: 1, ISA.AVX512: 2}
 
 
+def runs_here(target: Target) -> bool:
+    """Whether this machine runs code compiled for ``target`` (same architecture, no wider ISA)."""
+    host = Target.host()
+    return target.arch == host.arch and (target.isa is host.isa or _ISA_ORDER[target.isa] <= _ISA_ORDER[host.isa])
+
+
 def _check_machine(target: Target, folder: Path) -> None:
     host = Target.host()
-    if target.arch != host.arch or (target.isa is not host.isa and _ISA_ORDER[target.isa] > _ISA_ORDER[host.isa]):
+    if not runs_here(target):
         raise NetworkLoadError(f"{folder} was compiled for '{target}', which this machine ('{host}') cannot run; "
                                "compile the model again here")

@@ -192,6 +192,11 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     say = progress or (lambda _: None)
     start = time.perf_counter()
     target = target or Target.host()
+    from .module import runs_here
+
+    if not runs_here(target):
+        raise ArgumentError(f"refine times the network on this machine ('{Target.host()}'), which cannot run code "
+                            f"for '{target}'; refine on a machine of that target")
     g = optimized_graph(model, target, shapes)
     fingerprint = network_fingerprint(g, target)
     everything = load_records(log, in_network=True)
