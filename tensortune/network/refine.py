@@ -16,6 +16,7 @@ one of the fastest configs alone and the chosen one, in turn, and reports them.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -27,14 +28,13 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..autotvm.measure.result import ErrorKind
+from ..autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from ..autotvm.record import Record, RecordWarning, load_records, task_records, write_records
 from ..autotvm.task import Task
 from ..errors import ArgumentError
 from ..graph.ir import Graph, Node
 from ..graph.tasks import DEFAULT_TEMPLATE, node_tasks
 from ..target import Target
-from .. import __version__
 from .declare import declare
 from .kernels import KernelDef
 
@@ -235,10 +235,10 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
                 if i < len(layer.candidates):  # a layer of fewer candidates runs its last in the other networks
                     layer.seconds[i].append(sum(per_node[n] for n in layer.nodes) / len(layer.nodes))
     stamp = time.time()
-    records = [Record(str(target), c.task.workload_key, c.task.name, tuple(c.task.args), c.index,
-                      json.loads(json.dumps(c.task.config(c.index).to_json())), tuple(layer.seconds[k]),
-                      ErrorKind.NONE, "", time.perf_counter() - start, stamp, __version__, network=fingerprint)
-               for layer in layers for k, c in enumerate(layer.candidates) if layer.seconds[k]]
+    spent = time.perf_counter() - start
+    records = [dataclasses.replace(Record.from_measurement(
+        MeasureInput(c.task, c.index), MeasureResult(tuple(layer.seconds[k]), ErrorKind.NONE, "", spent, stamp)),
+        network=fingerprint) for layer in layers for k, c in enumerate(layer.candidates) if layer.seconds[k]]
     written = write_records(log, records)
     timings: dict[str, float] = {}
     if check:

@@ -8,9 +8,10 @@ untuned kernel, measured by the network's tuner) runs the alternative whose best
 are the same, so the shortest time wins, and a log that measured the default keeps it wherever no tuned config
 beat it. Where ``refine`` timed a layer's candidates inside this very network (records marked with its
 fingerprint), the layer runs the fastest of its latest refinement instead: timed among the network's other
-kernels, that ranking is the one that counts. A node whose tasks have no successful record, whose fastest record is the default's, or whose template
-would use other channel blocks than the network's layout, keeps its default kernel (the last with a warning),
-which for a 3x3, stride-1 convolution may be a Winograd one (``conv.default_winograd_tile``).
+kernels, that ranking is the one that counts. A node whose tasks have no successful record, whose fastest record
+is the default's, or whose template would use other channel blocks than the network's layout, keeps its default
+kernel (the last with a warning), which for a 3x3, stride-1 convolution may be a Winograd one
+(``conv.default_winograd_tile``).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ class TunedKernels:
         self.kept_default: list[str] = []
         self.refined: list[str] = []  # nodes whose kernel was chosen by timings inside the network
         self._best: dict[str, Record | None] = {}
-        self._fingerprints: dict[int, str] = {}
+        self._fingerprint: tuple[Graph, str] | None = None  # of the graph being compiled
 
     def best_record(self, task: Task) -> Record | None:
         """The task's fastest successful record in the log, or None."""
@@ -82,11 +83,11 @@ class TunedKernels:
         (``refine``), or None when the log has none."""
         if not self.in_network or not tasks:
             return None
-        if id(g) not in self._fingerprints:
+        if self._fingerprint is None or self._fingerprint[0] is not g:
             from .refine import network_fingerprint
 
-            self._fingerprints[id(g)] = network_fingerprint(g, self.target)
-        mine = [r for r in self.in_network if r.network == self._fingerprints[id(g)] and r.ok
+            self._fingerprint = (g, network_fingerprint(g, self.target))
+        mine = [r for r in self.in_network if r.network == self._fingerprint[1] and r.ok
                 and any(r.matches(t) for t in tasks)]
         if not mine:
             return None
