@@ -57,3 +57,13 @@ def rand(shape: Sequence[int], seed: int = 0, low: float = -1.0, high: float = 1
 
 def node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs) -> onnx.NodeProto:
     return helper.make_node(op_type, list(inputs), list(outputs), name=f"{op_type}_{outputs[0]}", **attrs)
+
+
+def default_blocks(task, index: int) -> int:
+    """``index`` with the channel-block knobs of the packed templates at their defaults (one vector), the layout a
+    compiled network keeps where its log chooses no other blocks."""
+    choices = list(task.space.index_to_choices(index))
+    for k, name in enumerate(task.space.knobs):
+        if name.startswith("block"):
+            choices[k] = 0
+    return task.space.choices_to_index(choices)

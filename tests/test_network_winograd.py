@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tensortune as tt
-from onnx_models import assert_close, model, node, ort_run, rand
+from onnx_models import assert_close, default_blocks, model, node, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
 from tensortune.autotvm.task import Task
@@ -77,9 +77,9 @@ def test_compiling_runs_the_faster_alternative_of_each_layer(resnet, tasks, tmp_
     log = tmp_path / "log.jsonl"
     rng = random.Random(1)
     append_records(log, [  # layer 1: Winograd is faster; layer 2: the direct convolution is
-        record(first.task, first.task.space.sample(1, rng)[0], 2e-3),
+        record(first.task, default_blocks(first.task, first.task.space.sample(1, rng)[0]), 2e-3),
         record(first.alternatives[0], config_of_tile(first.alternatives[0], 4), 1e-3),
-        record(second.task, second.task.space.sample(1, rng)[0], 1e-3),
+        record(second.task, default_blocks(second.task, second.task.space.sample(1, rng)[0]), 1e-3),
         record(second.alternatives[0], config_of_tile(second.alternatives[0], 2), 2e-3)])
     module = tt.compile(resnet, log=log)
     template = {n: k.template for k in module.manifest.kernels for n in k.nodes}

@@ -93,11 +93,13 @@ class OtherEntity:
 
 @dataclass(frozen=True)
 class Knob:
-    """One dimension of the space: a name and its list of candidate values."""
+    """One dimension of the space: a name and its list of candidate values; ``legacy``: the choice a config
+    written before the knob existed had (None: such configs are not in this space)."""
 
     name: str
     kind: str
     entities: tuple
+    legacy: int | None = None
 
     def __len__(self) -> int:
         return len(self.entities)
@@ -247,10 +249,16 @@ class ConfigSpace:
                   else list(itertools.product(kinds, repeat=n)))
         self._add(Knob(name, "annotate", tuple(AnnotateEntity(c) for c in combos)))
 
-    def define_knob(self, name: str, values: Sequence[Any]) -> None:
+    def define_knob(self, name: str, values: Sequence[Any], legacy: Any = None) -> None:
+        """A knob of ``values``. ``legacy``: the value every config had before the template gained this knob, so
+        that logs written then still find their configs (``index_of``); it must be one of ``values``."""
         if not values:
             raise SpaceError(f"knob '{name}' needs at least one value")
-        self._add(Knob(name, "other", tuple(OtherEntity(v) for v in values)))
+        values = list(values)
+        if legacy is not None and legacy not in values:
+            raise SpaceError(f"knob '{name}': legacy value {legacy!r} is not one of {values}")
+        self._add(Knob(name, "other", tuple(OtherEntity(v) for v in values),
+                       None if legacy is None else values.index(legacy)))
 
     def add_filter(self, fn: Callable[["ConfigEntity"], bool]) -> None:
         """Keep only configs for which ``fn(config)`` is true (cross-knob constraints)."""
@@ -291,12 +299,16 @@ class ConfigSpace:
 
     def index_of(self, config: dict[str, Any]) -> int | None:
         """The index of the config whose knob values (as ``ConfigEntity.to_json`` writes them) are ``config``;
-        None when a knob is missing or a value is not in this space. Lets a log written before a template
-        gained or lost candidates find its configs again."""
-        if set(config) != set(self.knobs):
+        None when a knob is missing (and has no legacy value) or a value is not in this space. Lets a log written
+        before a template gained or lost candidates, or gained a knob with a legacy value, find its configs again."""
+        missing = set(self.knobs) - set(config)
+        if set(config) - set(self.knobs) or any(self.knobs[name].legacy is None for name in missing):
             return None
         choices = []
         for name, knob in self.knobs.items():
+            if name in missing:
+                choices.append(knob.legacy)
+                continue
             key = json.dumps(config[name], sort_keys=True)
             lookup = self._lookup.get(name)
             if lookup is None:

@@ -98,8 +98,11 @@ class Task:
         """Random canonical inputs (as ``reference`` takes them; the same for every config)."""
         return self.operator.random_inputs(seed)
 
-    def reference(self, canonical: list[np.ndarray]) -> np.ndarray:
-        return self.operator.reference(*canonical)
+    def reference(self, canonical: list[np.ndarray], config: ConfigEntity | int | None = None) -> np.ndarray:
+        """The numpy result for ``canonical`` inputs, laid out as ``config``'s kernel writes it (a packed template's
+        channel blocks are knobs); without a config, as the template's first config writes it."""
+        op = self.operator if config is None else self.instantiate(config)[1]
+        return op.reference(*canonical)
 
     def kernel_inputs(self, config: ConfigEntity | int, canonical: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays one config's kernel takes: canonical inputs with weights packed for that config.

@@ -14,19 +14,28 @@ from ..build import resolve_target
 from ..dtype import DType
 from ..graph.ir import Graph
 from ..graph.onnx_import import import_onnx
+from ..autotvm.record import Record
 from ..graph.passes import optimize
 from ..runtime import compile_shared
 from ..target import Target
 from . import cache
+from .layouts import choose_blocks
 from .module import MANIFEST, ExportError, Manifest, NetworkLoadError, NetworkModule, load
 from .program import Program, build_program
 
 
 def optimized_graph(model, target: Target, shapes: Mapping[str, Sequence[int]] | None = None,
-                    trace: Callable[[str, Graph], None] | None = None) -> Graph:
-    """The graph of ``model`` (a path, bytes, ``ModelProto`` or ``Graph``) after every graph pass."""
+                    trace: Callable[[str, Graph], None] | None = None,
+                    records: Sequence[Record] | None = None) -> Graph:
+    """The graph of ``model`` (a path, bytes, ``ModelProto`` or ``Graph``) after every graph pass; with the
+    ``records`` of a tuning log (timed alone), each convolution's channel block chosen from them
+    (``layouts.choose_blocks``), else the default blocks."""
     graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
-    return optimize(graph, max(1, target.lanes(DType.float32)), trace)
+    blocks = None
+    if records:
+        def blocks(g: Graph, lanes: int):
+            return choose_blocks(g, lanes, target, records)
+    return optimize(graph, max(1, target.lanes(DType.float32)), trace, blocks)
 
 
 def compile(model, target: Target | str | None = None, log: str | os.PathLike | None = None,
@@ -34,7 +43,8 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
             trace: Callable[[str, Graph], None] | None = None) -> NetworkModule:
     """Compile a whole network for ``target`` (default: this machine) into one module.
 
-    ``log``: a tuning log; each convolution or dense task it has a successful record for runs with that config.
+    ``log``: a tuning log; each convolution or dense task it has a successful record for runs with that config, and
+    the channel blocks of the layout between layers are chosen from it (``layouts``).
     ``shapes``: static shapes of inputs by name (needed for dynamic dimensions). ``trace(pass, graph)`` sees the
     graph after each pass.
     """
@@ -45,12 +55,12 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
             return load(cache.network_dir(key), num_threads)
         except NetworkLoadError:  # a damaged cache entry: compile again and replace it
             pass
-    graph = optimized_graph(model, tgt, shapes, trace)
     choose = None
     if log is not None:
         from .tuned import TunedKernels
 
         choose = TunedKernels(log, tgt)
+    graph = optimized_graph(model, tgt, shapes, trace, choose.records if choose is not None else None)
     program = build_program(graph, tgt, choose)
     module = load_program(program, tgt, num_threads)
     if key is not None:

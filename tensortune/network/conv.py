@@ -246,11 +246,13 @@ def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[in
     return inputs, epilogue
 
 
-def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int = 1) -> Operator:
+def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int = 1,
+                  dense_blocks: tuple[int, int] | None = None) -> Operator:
     """The blocked convolution (or depthwise) operator of a Conv or Dense node, its arguments bound in ``a``
-    (``ow_tile``: see ``blocked_conv``)."""
+    (``ow_tile``: see ``blocked_conv``; ``dense_blocks``: the channel blocks of a dense layer, whose plain ``[M, K]``
+    and ``[M, N]`` lie in memory as 1x1 images blocked any way, default ``conv_blocks``)."""
     sh = ConvShape.of(g, node)
-    icb, ocb = conv_blocks(g, node, lanes)
+    icb, ocb = dense_blocks if dense_blocks and isinstance(node.op, Dense) else conv_blocks(g, node, lanes)
 
     def pack(w):
         if sh.depthwise:

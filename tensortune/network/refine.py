@@ -40,9 +40,10 @@ from .kernels import KernelDef
 
 
 def network_fingerprint(g: Graph, target: Target) -> str:
-    """A short key of an optimized graph for a target: its nodes, in order, with their operators and shapes."""
-    nodes = [[n.name, type(n.op).__name__, [list(g.values[v].shape) for v in (*n.inputs, *n.outputs)]]
-             for n in g.nodes]
+    """A short key of an optimized graph for a target: its nodes, in order, with their operators, shapes and
+    layouts (a refinement holds for one layout plan)."""
+    nodes = [[n.name, type(n.op).__name__, [[*g.values[v].shape, g.values[v].layout.block] for v in
+                                            (*n.inputs, *n.outputs)]] for n in g.nodes]
     text = json.dumps([str(target), g.name, list(g.inputs), nodes], default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -197,10 +198,10 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     if not runs_here(target):
         raise ArgumentError(f"refine times the network on this machine ('{Target.host()}'), which cannot run code "
                             f"for '{target}'; refine on a machine of that target")
-    g = optimized_graph(model, target, shapes)
-    fingerprint = network_fingerprint(g, target)
     everything = load_records(log, in_network=True)
     alone = [r for r in everything if not r.network]
+    g = optimized_graph(model, target, shapes, records=alone)  # the layout compile plans from the same records
+    fingerprint = network_fingerprint(g, target)
     refined = [r.timestamp for r in everything if r.network == fingerprint]
     if not force and refined and max(refined) >= max((r.timestamp for r in alone), default=0.0):
         say("refine: the log's latest refinement of this network is newer than its last trial; nothing to do")

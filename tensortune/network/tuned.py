@@ -15,21 +15,24 @@ kernel (the last with a warning), which for a 3x3, stride-1 convolution may be a
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import warnings
 
-from ..autotvm.record import Record, RecordWarning, load_records, pick_best, task_records
+from ..autotvm.record import Record, RecordWarning, load_records, task_records
 from ..autotvm.space import ConfigEntity
 from ..autotvm.task import Task
 from ..errors import TensortuneError
 from ..dtype import DType
 from ..graph.ir import Graph, Node
+from ..graph.ops import Dense
 from ..graph.tasks import DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, WINOGRAD_TEMPLATE, node_tasks
 from ..target import Target
 from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv, winograd_operator
 from .declare import declare
 from .kernels import KernelArgs, KernelDef, NetworkCompileError
+from .layouts import record_blocks
 
 
 class TunedLayoutWarning(RecordWarning):
@@ -57,21 +60,27 @@ class TunedKernels:
         self.applied: dict[str, tuple[str, int]] = {}
         self.kept_default: list[str] = []
         self.refined: list[str] = []  # nodes whose kernel was chosen by timings inside the network
-        self._best: dict[str, Record | None] = {}
+        self._ok: dict[str, list[Record]] = {}
         self._fingerprint: tuple[Graph, str] | None = None  # of the graph being compiled
 
-    def best_record(self, task: Task) -> Record | None:
-        """The task's fastest successful record in the log, or None."""
+    def _task_records(self, task: Task) -> list[Record]:
         key = task.workload_key
-        if key not in self._best:
-            self._best[key] = None
+        if key not in self._ok:
+            self._ok[key] = []
             mine = [r for r in self.records if r.matches(task)]
             if mine:  # only then is the task's space built (to drop records the template no longer means)
                 try:
-                    self._best[key] = pick_best(task_records(mine, task), task.target, key).get(key)
+                    self._ok[key] = [r for r in task_records(mine, task) if r.ok and math.isfinite(r.mean_cost)]
                 except TensortuneError as e:  # the template cannot make this task's space any more
                     warnings.warn(f"records of {key} left out: {e}", RecordWarning, stacklevel=2)
-        return self._best[key]
+        return self._ok[key]
+
+    def best_record(self, task: Task, blocks: tuple[int, int] | None = None) -> Record | None:
+        """The task's fastest successful record in the log (of a kernel with these (input, output) channel blocks,
+        when given), or None."""
+        lanes = max(1, task.target.lanes(DType.float32))
+        mine = [r for r in self._task_records(task) if blocks is None or record_blocks(task, r.config, lanes) == blocks]
+        return min(mine, key=lambda r: r.mean_cost, default=None)
 
     def best_index(self, task: Task) -> int | None:
         """The config index of the task's best successful record, or None."""
@@ -110,9 +119,17 @@ class TunedKernels:
             self.refined.append(node.name)
             task, index = refined
         else:
+            blocks = _blocks(g, node)
             found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(tasks)
-                     if (rec := self.best_record(task)) is not None]
+                     if (rec := self.best_record(task, blocks)) is not None]
             if not found:
+                other = [(task, rec) for task in tasks if (rec := self.best_record(task)) is not None]
+                if other:
+                    task, rec = other[0]
+                    given = record_blocks(task, rec.config, max(1, target.lanes(DType.float32)))
+                    warnings.warn(f"node '{node.name}': the tuned configs block channels by {given[0]}/{given[1]}, "
+                                  f"the network's layout by {blocks[0]}/{blocks[1]}; using its default schedule",
+                                  TunedLayoutWarning, stacklevel=2)
                 return declare(g, node, target)
             _, _, task, index = min(found)  # the fastest alternative; on a tie, the first (the direct convolution)
         if task.name == DEFAULT_TEMPLATE:
@@ -125,6 +142,14 @@ class TunedKernels:
             return declare(g, node, target)
         self.applied[node.name] = (task.name, index)
         return kd
+
+
+def _blocks(g: Graph, node: Node) -> tuple[int, int] | None:
+    """The channel blocks of a convolution's input and output in the planned layout; None for a dense layer, which
+    runs any."""
+    if isinstance(node.op, Dense):
+        return None
+    return g.values[node.inputs[0]].layout.block, g.values[node.outputs[0]].layout.block
 
 
 def _config(task: Task, index: int) -> ConfigEntity:
@@ -144,6 +169,8 @@ def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
         # icb, ocb, dtype, p_tile=, target=) or ops.depthwise_conv2d_nchwc_packed (..., cb, dtype): the template's
         # blocks must be the layout's
         given = (args[-2], args[-2]) if task.name == DEPTHWISE_TEMPLATE else tuple(args[-3:-1])
+        if isinstance(node.op, Dense):  # plain [M, K] and [M, N] are 1x1 images in any blocks
+            return conv_operator(g, node, a, lanes, dense_blocks=given, **options)
         if given != blocks:
             raise _BlockMismatch(f"the tuned config blocks channels by {given[0]}/{given[1]}, the network's layout by "
                                  f"{blocks[0]}/{blocks[1]}")

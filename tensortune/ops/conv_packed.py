@@ -140,6 +140,13 @@ def packed_blocks(C: int, O: int, lanes: int) -> tuple[int, int]:
     return (lanes if C % lanes == 0 else C), (lanes if O % lanes == 0 else O)
 
 
+def block_choices(channels: int, lanes: int) -> list[int]:
+    """The channel blocks a layer may use in the packed layout, the default first: one vector of ``lanes`` channels,
+    or two where they divide the channels (every channel in one block when they do not divide into vectors)."""
+    base = packed_blocks(channels, channels, lanes)[0]
+    return [base] + ([2 * lanes] if base == lanes and channels % (2 * lanes) == 0 else [])
+
+
 def _block_nchw(a, cb: int):
     """NCHW array -> ``[N, C/cb, H, W, cb]`` (numpy; for inputs and references)."""
     n, c, h, w = a.shape
@@ -240,4 +247,5 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int =
                     ((N, C, H, W), (C, 1, K, K)), parts={Part.PACKED_INPUT: dp, Part.ACCUMULATOR: conv})
 
 
-__all__ = ["conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_spatial_pack", "depthwise_conv2d_nchwc", "packed_blocks"]
+__all__ = ["block_choices", "conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_spatial_pack", "depthwise_conv2d_nchwc",
+           "packed_blocks"]

@@ -175,11 +175,11 @@ class LocalRunner:
 
 @dataclass
 class _TaskData:
-    """Per-task arrays, made once per worker: canonical inputs, the output buffer and the numpy reference."""
+    """Per-task arrays, made once per worker: canonical inputs, and per output layout (configs may block a packed
+    output differently) the output buffer and the numpy reference."""
 
     canonical: list[np.ndarray]
-    output: np.ndarray
-    expected: np.ndarray
+    outputs: dict[tuple, tuple[np.ndarray, np.ndarray]]
 
 
 #: the thread-count variables of the BLAS libraries numpy may use
@@ -241,20 +241,24 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
     task = inp.task
     data = cache.get(task)
     if data is None:
-        canonical = task.make_inputs(seed=0)
-        data = cache[task] = _TaskData(canonical, task.operator.empty_output(), np.asarray(task.reference(canonical)))
-    inputs = task.kernel_inputs(inp.config_index, data.canonical)  # weights packed for this config
+        data = cache[task] = _TaskData(task.make_inputs(seed=0), {})
+    _, op = task.instantiate(inp.config_index)
+    inputs = op.prepare(*data.canonical)  # weights packed for this config
+    layout = tuple(op.output.shape)
+    if layout not in data.outputs:
+        data.outputs[layout] = (op.empty_output(), np.asarray(op.reference(*data.canonical)))
+    output, expected = data.outputs[layout]
     conn.send("started")
     module = build.library.load(options.num_threads)
     path = module.lib_path
     try:
         # Poison the output so an element the kernel forgets to write fails the check.
-        data.output.fill(np.nan if data.output.dtype.kind == "f" else 123)
-        module(*inputs, data.output)  # also the warm-up call
-        problem = check_output(data.output, data.expected) if options.check_correctness else None
+        output.fill(np.nan if output.dtype.kind == "f" else 123)
+        module(*inputs, output)  # also the warm-up call
+        problem = check_output(output, expected) if options.check_correctness else None
         if problem:
             return (), ErrorKind.WRONG_ANSWER, problem
-        return _time(module, (*inputs, data.output), options), ErrorKind.NONE, ""
+        return _time(module, (*inputs, output), options), ErrorKind.NONE, ""
     finally:
         module.close()  # a GPU kernel's device memory
         del module

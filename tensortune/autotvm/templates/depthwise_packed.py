@@ -3,12 +3,13 @@ network's depthwise tasks tune.
 
 The register tile is ``tile_oh`` x ``tile_ow`` outputs of one channel block (a vector of the target), accumulated
 over (kh, kw) and written once; the batch and channel blocks (and the row tiles, with ``parallel="fuse3"``) run
-in parallel. The channel block is the target's vector length, as in the network's layout.
+in parallel. The channel block (``block``: one vector of the target or two, ``ops.block_choices``) is the layout of
+the input and output, which a network plans per layer.
 """
 from __future__ import annotations
 
 from ...dtype import DType
-from ...ops import packed_blocks
+from ...ops import block_choices, packed_blocks
 from ...ops.conv import conv_out_size
 from ...ops.depthwise_packed import depthwise_conv2d_nchwc_packed
 from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
@@ -27,13 +28,14 @@ def depthwise_conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, 
     the same axes and parts plus an elementwise epilogue (a network's fused depthwise convolution)."""
     name = "depthwise_conv2d"
     oh, ow = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
-    cb = packed_blocks(C, C, max(1, cfg.target.lanes(DType.of(dtype))))[0]
-    op = (declare or depthwise_conv2d_nchwc_packed)(N, C, H, W, K, stride, pad, cb, dtype)
+    lanes = max(1, cfg.target.lanes(DType.of(dtype)))
     cfg.define_split("tile_oh", oh, num_outputs=2, filter=lambda e: e.size[-1] <= 4)
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=lambda e: e.size[-1] <= MAX_TILE)
     cfg.define_knob("parallel", ["fuse2", "fuse3"])
     cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_knob("block", block_choices(C, lanes), legacy=packed_blocks(C, C, lanes)[0])
     cfg.add_filter(lambda c: c["tile_oh"].size[-1] * c["tile_ow"].size[-1] <= MAX_TILE)
+    op = (declare or depthwise_conv2d_nchwc_packed)(N, C, H, W, K, stride, pad, cfg["block"], dtype)
 
     s = create_schedule(op.output)
     out, acc = s[op.output], s[local_accumulator(s, op)]

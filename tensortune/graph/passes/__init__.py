@@ -14,14 +14,15 @@ from .dense import matmul_to_dense
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_epilogues import fuse_epilogues
-from .plan_layout import plan_layout
+from .plan_layout import Blocks, plan_layout
 from .simplify import remove_identities
 
 GraphPass = Callable[[Graph], Graph]
 
 
-def graph_passes(lanes: int) -> tuple[tuple[str, GraphPass], ...]:
-    """The pipeline for a target whose vectors hold ``lanes`` elements (the channel block of the layout)."""
+def graph_passes(lanes: int, blocks: Blocks | None = None) -> tuple[tuple[str, GraphPass], ...]:
+    """The pipeline for a target whose vectors hold ``lanes`` elements (the default channel block of the layout;
+    ``blocks``: other blocks of convolutions' outputs, see ``plan_layout``)."""
     return (
         ("fold_constants", fold_constants),
         ("eliminate_dead_nodes", eliminate_dead_nodes),
@@ -30,19 +31,20 @@ def graph_passes(lanes: int) -> tuple[tuple[str, GraphPass], ...]:
         ("matmul_to_dense", matmul_to_dense),
         ("fold_constants_again", fold_constants),
         ("fuse_epilogues", fuse_epilogues),
-        ("plan_layout", partial(plan_layout, lanes=lanes)),
+        ("plan_layout", partial(plan_layout, lanes=lanes, blocks=blocks)),
         ("eliminate_dead_nodes_again", eliminate_dead_nodes),
     )
 
 
-def optimize(g: Graph, lanes: int, trace: Callable[[str, Graph], None] | None = None) -> Graph:
-    """Run every pass of ``graph_passes(lanes)`` in order; ``trace(name, graph)`` sees each result."""
-    for name, fn in graph_passes(lanes):
+def optimize(g: Graph, lanes: int, trace: Callable[[str, Graph], None] | None = None,
+             blocks: Blocks | None = None) -> Graph:
+    """Run every pass of ``graph_passes(lanes, blocks)`` in order; ``trace(name, graph)`` sees each result."""
+    for name, fn in graph_passes(lanes, blocks):
         g = fn(g)
         if trace is not None:
             trace(name, g)
     return g
 
 
-__all__ = ["GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues", "graph_passes",
+__all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues", "graph_passes",
            "matmul_to_dense", "optimize", "plan_layout", "remove_identities"]

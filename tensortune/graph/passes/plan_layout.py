@@ -1,20 +1,29 @@
 """``plan_layout``: activations stay in the blocked NCHW[x]c layout between convolutions.
 
-Every convolution reads and writes NCHW[x]c, with ``x`` the target's vector length (all channels in one
-block when they do not divide into vectors: the RGB input). Pooling, LRN, elementwise nodes and channel
-concatenations take the layout of their inputs, so a whole CNN body runs blocked. Other nodes (reshapes,
-transposes, slices, dense layers, softmax) and the graph's outputs read the plain layout; a ``Relayout`` node
-is inserted only where a reader needs a layout its value does not have, once per value and layout.
+Every convolution writes NCHW[x]c, with ``x`` the target's vector length (all channels in one block when they do
+not divide into vectors: the RGB input) unless ``blocks`` names another block for it (one vector or two,
+``ops.block_choices``: the network's tuning log chooses them, ``network.layouts``). A convolution reads its input in
+whatever block it arrives in (a depthwise convolution in its own block); pooling, LRN, elementwise nodes take the
+layout of their input (a binary node: of its first blocked input of the output's shape) and channel concatenations
+the default block, so a whole CNN body runs blocked. Other nodes (reshapes, transposes, slices, dense layers,
+softmax) and the graph's outputs read the plain layout; a ``Relayout`` node is inserted only where a reader needs a
+layout its value does not have, once per value and layout.
 """
 from __future__ import annotations
+
+from typing import Callable, Mapping, Union
 
 from ...ops import packed_blocks
 from ..ir import PLAIN, Graph, GraphBuilder, Layout, Node
 from ..ops import LRN, Binary, Concat, Conv, Pool, Relayout, Unary
 
+#: a convolution node's name -> the channel block of its output; or a function of the graph (before this pass) and
+#: the vector length that gives such a mapping
+Blocks = Union[Mapping[str, int], Callable[[Graph, int], Mapping[str, int]]]
+
 
 def channel_block(channels: int, lanes: int) -> int:
-    """The block of ``channels`` in the NCHW[x]c layout (what ``ops.packed_blocks`` gives the convolutions)."""
+    """The default block of ``channels`` in the NCHW[x]c layout (what ``ops.packed_blocks`` gives the convolutions)."""
     return packed_blocks(channels, channels, lanes)[0]
 
 
@@ -22,19 +31,22 @@ def _blocked(shape: tuple[int, ...], lanes: int) -> Layout:
     return Layout(channel_block(shape[1], lanes)) if len(shape) == 4 else PLAIN
 
 
-def _output_layout(g: Graph, node: Node, layout: dict[str, Layout], lanes: int) -> Layout:
+def _output_layout(g: Graph, node: Node, layout: dict[str, Layout], lanes: int, blocks: Mapping[str, int]) -> Layout:
     shape = g.values[node.outputs[0]].shape
     if len(shape) != 4:
         return PLAIN
     if isinstance(node.op, Conv):
-        return _blocked(shape, lanes)
-    if isinstance(node.op, (Unary, Pool, LRN)) or (isinstance(node.op, Concat) and node.op.axis == 1):
-        reads = node.inputs if isinstance(node.op, Concat) else node.inputs[:1]
+        block = blocks.get(node.name)
+        return Layout(block) if block and shape[1] % block == 0 else _blocked(shape, lanes)
+    if isinstance(node.op, Concat) and node.op.axis == 1:
+        return _blocked(shape, lanes) if any(layout[i].blocked for i in node.inputs) else PLAIN
+    if isinstance(node.op, (Unary, Pool, LRN)):
+        reads = node.inputs[:1]
     elif isinstance(node.op, Binary):
         reads = tuple(i for i in node.inputs if g.values[i].shape == shape)
     else:
         reads = ()
-    return _blocked(shape, lanes) if any(layout[i].blocked for i in reads) else PLAIN
+    return next((layout[i] for i in reads if layout[i].blocked), PLAIN)
 
 
 def _input_layouts(g: Graph, node: Node, out: Layout, lanes: int, have: dict[str, Layout]) -> list[Layout]:
@@ -46,8 +58,12 @@ def _input_layouts(g: Graph, node: Node, out: Layout, lanes: int, have: dict[str
         if g.is_constant(i):
             wants.append(PLAIN)
         elif isinstance(node.op, Conv):
-            first = k == 0
-            wants.append(_blocked(v.shape, lanes) if first else (out if v.shape == shape else PLAIN))
+            if k == 0:
+                depthwise = node.op.is_depthwise(v.shape[1], shape[1])
+                wants.append(out if depthwise and out.blocked else have[i] if have[i].blocked
+                             else _blocked(v.shape, lanes))
+            else:
+                wants.append(out if v.shape == shape else PLAIN)
         elif isinstance(node.op, Concat) and out.blocked:
             wants.append(have[i])  # copied from any layout
         elif isinstance(node.op, (Unary, Binary, Pool, LRN)) and out.blocked:
@@ -57,7 +73,12 @@ def _input_layouts(g: Graph, node: Node, out: Layout, lanes: int, have: dict[str
     return wants
 
 
-def plan_layout(g: Graph, lanes: int) -> Graph:
+def plan_layout(g: Graph, lanes: int, blocks: Blocks | None = None) -> Graph:
+    """``g`` with every value's layout decided and ``Relayout`` nodes where a reader needs another (see the module
+    docstring); ``blocks``: the output block of convolution nodes (by name) that do not take the default."""
+    if callable(blocks):
+        blocks = blocks(g, lanes)
+    blocks = blocks or {}
     layout: dict[str, Layout] = {name: PLAIN for name in list(g.inputs) + list(g.constants)}
     b = GraphBuilder.like(g)
     versions: dict[tuple[str, Layout], str] = {(name, PLAIN): name for name in layout}
@@ -72,7 +93,7 @@ def plan_layout(g: Graph, lanes: int) -> Graph:
         return versions[key]
 
     for node in g.nodes:
-        out = _output_layout(g, node, layout, lanes)
+        out = _output_layout(g, node, layout, lanes, blocks)
         inputs = [read(i, want) for i, want in zip(node.inputs, _input_layouts(g, node, out, lanes, layout))]
         names = list(node.outputs)
         if out.blocked and names[0] in outputs:  # a graph output is plain: compute it blocked, then relayout

@@ -1,0 +1,120 @@
+"""Choosing each convolution's channel block from a tuning log: the layout of the network, layer by layer.
+
+The packed templates tune the channel blocks of a layer's input and output (``block_in``/``block_out``, a depthwise
+convolution's ``block``: one vector of the target or two). Which is faster differs by layer (measured on AVX2:
+two-vector blocks for 1x1 convolutions with many input channels, one for depthwise convolutions), but a layer's
+input block is the block its producer wrote; where a reader needs another, the network copies the tensor
+(a ``Relayout``), which costs time too.
+
+``choose_blocks`` therefore picks the output block of every tuned convolution for the whole network: the estimated
+network time is, over the tuned layers, the fastest record of the log for the blocks the plan gives the layer
+(input as it arrives, output as chosen), plus every relayout's bytes at ``RELAYOUT_BYTES_PER_S``. Starting from the
+default blocks (one vector everywhere), it changes one layer's block at a time while the estimate falls
+(coordinate descent, a few sweeps). A layer without a record for the blocks a plan gives it is estimated at
+``UNTUNED_FACTOR`` times its fastest record (it would run an untuned or a worse kernel).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..autotvm.record import Record, RecordWarning, task_records
+from ..autotvm.task import Task
+from ..dtype import DType
+from ..graph.ir import Graph
+from ..graph.ops import Conv, Relayout
+from ..graph.passes import plan_layout
+from ..graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, node_tasks
+from ..ops import block_choices, packed_blocks
+from ..target import Target
+
+#: bytes per second a relayout is assumed to move (read and write counted), measured order of a blocked copy
+RELAYOUT_BYTES_PER_S = 10e9
+#: a layer's estimated time, relative to its fastest record, when the log has no record for its planned blocks
+UNTUNED_FACTOR = 2.0
+MAX_SWEEPS = 4
+
+
+def record_blocks(task: Task, config: Mapping, lanes: int) -> tuple[int, int]:
+    """The (input, output) channel blocks of a record's kernel: the block knobs of the packed templates, the default
+    blocks for records written before those knobs and for the other templates (Winograd, the untuned kernel)."""
+    args = task.args[1:] if task.name == DEFAULT_TEMPLATE else task.args
+    if task.name == DEPTHWISE_TEMPLATE or (task.name == DEFAULT_TEMPLATE and task.args[0] == DEPTHWISE_TEMPLATE):
+        b = packed_blocks(args[1], args[1], lanes)[0]
+        b = config.get("block", b) if task.name == DEPTHWISE_TEMPLATE else b
+        return b, b
+    icb, ocb = packed_blocks(args[1], args[4], lanes)
+    if task.name == CONV_TEMPLATE:
+        return config.get("block_in", icb), config.get("block_out", ocb)
+    return icb, ocb
+
+
+def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, dict[tuple[int, int], float]]:
+    """Each tuned convolution node of the planned graph ``g``: its fastest record's seconds per (input, output)
+    channel blocks, over its task and alternatives."""
+    lanes = max(1, target.lanes(DType.float32))
+    by_workload: dict[str, list[Record]] = {}
+    for r in records:
+        if r.ok:
+            by_workload.setdefault(r.workload, []).append(r)
+    out: dict[str, dict[tuple[int, int], float]] = {}
+    for node in g.nodes:
+        times: dict[tuple[int, int], float] = {}
+        for task in node_tasks(g, node, target):
+            mine = by_workload.get(task.workload_key, [])
+            if not mine:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
+                mine = task_records(mine, task)
+            for r in mine:
+                key = record_blocks(task, r.config, lanes)
+                times[key] = min(times.get(key, float("inf")), r.mean_cost)
+        if times:
+            out[node.name] = times
+    return out
+
+
+def estimate_seconds(planned: Graph, times: Mapping[str, Mapping[tuple[int, int], float]]) -> float:
+    """The estimated time of a planned graph's tuned layers and relayouts (see the module docstring)."""
+    total = 0.0
+    for node in planned.nodes:
+        if isinstance(node.op, Relayout):
+            v = planned.values[node.outputs[0]]
+            total += 2 * math.prod(v.shape) * np.dtype(v.dtype).itemsize / RELAYOUT_BYTES_PER_S
+            continue
+        mine = times.get(node.name)
+        if mine and isinstance(node.op, Conv):
+            blocks = (planned.values[node.inputs[0]].layout.block, planned.values[node.outputs[0]].layout.block)
+            total += mine.get(blocks, UNTUNED_FACTOR * min(mine.values()))
+    return total
+
+
+def choose_blocks(g: Graph, lanes: int, target: Target, records: Sequence[Record]) -> dict[str, int]:
+    """The output channel block of each tuned convolution of ``g`` (a graph before ``plan_layout``) that makes the
+    estimated network time least (see the module docstring); {} keeps the default blocks everywhere."""
+    times = layer_times(plan_layout(g, lanes), target, records)
+    choices = {}
+    for node in g.nodes:  # untuned layers too: their default kernels run any block, a tuned reader may want one
+        if isinstance(node.op, Conv) and len(g.values[node.outputs[0]].shape) == 4:
+            options = block_choices(g.values[node.outputs[0]].shape[1], lanes)
+            if len(options) > 1:
+                choices[node.name] = options
+    blocks: dict[str, int] = {}
+    best = estimate_seconds(plan_layout(g, lanes, blocks), times)
+    for _ in range(MAX_SWEEPS):
+        improved = False
+        for name, options in choices.items():
+            for b in options:
+                if b == blocks.get(name, options[0]):
+                    continue
+                trial = {**blocks, name: b}
+                seconds = estimate_seconds(plan_layout(g, lanes, trial), times)
+                if seconds < best * (1 - 1e-9):
+                    best, blocks, improved = seconds, trial, True
+        if not improved:
+            break
+    return {name: b for name, b in blocks.items() if b != choices[name][0]}
