@@ -112,7 +112,8 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, t
             sch, op = task.instantiate(rec.config_index)
             canonical = task.make_inputs(seed=0)
             built[view] = (task, op, build(sch, list(op.args), task.target),
-                           task.kernel_inputs(rec.config_index, canonical), np.asarray(op.reference(*canonical)),
+                           task.kernel_inputs(rec.config_index, canonical),
+                           np.asarray(task.reference(canonical, rec.config_index)),
                            rec.config_index)
         peer_task = next(iter(tasks.values()))
         for threads in threads_list:

@@ -129,7 +129,7 @@ def test_bench_reports_tuned_default_and_numpy(tuned, capsys):
 def test_bench_never_times_a_wrong_kernel(tuned, capsys, monkeypatch):
     log, _, _ = tuned
     real = Task.reference
-    monkeypatch.setattr(Task, "reference", lambda self, canonical: real(self, canonical) + 1.0)
+    monkeypatch.setattr(Task, "reference", lambda self, canonical, config=None: real(self, canonical, config) + 1.0)
     code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "2")
     assert code == 1
     (w,) = json.loads(out)["workloads"]

@@ -53,8 +53,8 @@ def compare_kernels(task: Task, config_index: int, threads: int, repeat: int,
     canonical = task.make_inputs(seed=0)
     sch, op = task.instantiate(config_index)
     tuned = build(sch, list(op.args), task.target)
-    timed = time_module(tuned, task.kernel_inputs(config_index, canonical), op, np.asarray(op.reference(*canonical)),
-                        threads, repeat, min_repeat_ms)
+    expected = np.asarray(task.reference(canonical, config_index))
+    timed = time_module(tuned, task.kernel_inputs(config_index, canonical), op, expected, threads, repeat, min_repeat_ms)
     kernels = {"tensortune": timed}
     if "error" in timed:  # never report a wrong kernel's speed
         return kernels

@@ -1,0 +1,168 @@
+"""Channel blocks as knobs: the packed templates' block knobs, old logs read with the default blocks, and the
+network's layout chosen per layer from a log (``network.layouts``)."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from onnx_models import assert_close, ort_run, rand
+from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
+from tensortune.autotvm.record import Record, append_records, load_records, task_records
+from tensortune.autotvm.space import ConfigSpace, SpaceError
+from tensortune.autotvm.task import Task
+from tensortune.autotvm.templates import TEMPLATES
+from tensortune.dtype import DType
+from tensortune.graph.ops import Conv, Relayout
+from tensortune.graph.tasks import CONV_TEMPLATE, extract_tasks
+from tensortune.network import layouts, optimized_graph, zoo
+from tensortune.network.layouts import choose_blocks, estimate_seconds, layer_times
+
+HOST = tt.Target.host()
+LANES = HOST.lanes(DType.float32)
+
+
+def with_knobs(task: Task, index: int, **values) -> int:
+    """``index`` with the named knobs set to the given values."""
+    space = task.space
+    choices = list(space.index_to_choices(index))
+    for k, (name, knob) in enumerate(space.knobs.items()):
+        if name in values:
+            choices[k] = [e.val for e in knob.entities].index(values[name])
+    return space.choices_to_index(choices)
+
+
+def valid_with(task: Task, rng: random.Random, **values) -> int:
+    """A valid config of ``task`` whose named knobs have the given values."""
+    for index in task.space.sample(200, rng):
+        index = with_knobs(task, index, **values)
+        if task.space.is_valid(index):
+            return index
+    raise AssertionError(f"no valid config of {task} with {values}")
+
+
+def test_a_knob_added_later_gives_old_configs_its_legacy_value():
+    space = ConfigSpace(HOST)
+    space.define_knob("a", [1, 2, 3])
+    space.define_knob("b", ["x", "y"], legacy="y")
+    space.define_knob("c", [True, False])
+    assert space.index_of({"a": 2, "c": False}) == space.choices_to_index([1, 1, 1])
+    assert space.index_of({"a": 2, "b": "x", "c": False}) == space.choices_to_index([1, 0, 1])
+    assert space.index_of({"a": 2}) is None  # c has no legacy value: such a config is not in this space
+    assert space.index_of({"a": 2, "c": False, "d": 0}) is None
+    with pytest.raises(SpaceError, match="legacy value 'z' is not one of"):
+        space.define_knob("e", ["x"], legacy="z")
+
+
+@pytest.mark.parametrize("template,args,knobs", [
+    (CONV_TEMPLATE, (1, 32, 9, 9, 16, 3, 1, 1), ("block_in", "block_out")),
+    ("depthwise_conv2d_nchwc_packed", (1, 32, 9, 9, 3, 2, 1), ("block",)),
+])
+def test_every_block_of_the_packed_templates_equals_numpy(template, args, knobs):
+    task = Task(TEMPLATES[template], args, HOST)
+    canonical = task.make_inputs(0)
+    rng = random.Random(3)
+    choices = [[e.val for e in task.space.knobs[k].entities] for k in knobs]
+    assert all(c == [LANES, 2 * LANES] for c in choices)
+    for values in ([(a, b) for a in choices[0] for b in choices[1]] if len(knobs) == 2 else [(a,) for a in choices[0]]):
+        index = valid_with(task, rng, **dict(zip(knobs, values)))
+        sch, op = task.instantiate(index)
+        data = task.kernel_inputs(index, canonical)[0]
+        out = np.full(op.output.shape, np.nan, np.float32)
+        tt.build(sch, op.args)(*task.kernel_inputs(index, canonical), out)
+        assert data.shape[-1] == values[0] and out.shape[-1] == values[-1]
+        np.testing.assert_allclose(out, task.reference(canonical, index), rtol=1e-4, atol=1e-4, err_msg=str(values))
+
+
+def test_records_written_before_the_block_knobs_read_as_the_default_blocks():
+    task = Task(TEMPLATES[CONV_TEMPLATE], (1, 32, 9, 9, 16, 3, 1, 1), HOST)
+    index = valid_with(task, random.Random(0), block_in=LANES, block_out=LANES)
+    old_config = {k: v for k, v in task.config(index).to_json().items() if not k.startswith("block")}
+    rec = Record.from_measurement(MeasureInput(task, 12345), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1, 0.0))
+    rec = dataclasses.replace(rec, config=old_config)
+    (found,) = task_records([rec], task)
+    assert found.config_index == index
+
+
+def _record(task, index, seconds):
+    return MeasureInput(task, index), MeasureResult((seconds,), ErrorKind.NONE, "", 0.1, time.time())
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return zoo.resnet18(image=32)
+
+
+def test_the_log_chooses_a_layers_block_and_the_network_stays_exact(resnet, tmp_path):
+    """A layer whose log is faster with two-vector output blocks writes them; its readers adapt (a convolution
+    reads any block, a residual add gets a relayout, counted); the compiled network still equals onnxruntime."""
+    g = optimized_graph(resnet, HOST)
+    tasks = [t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE]
+    layer = next(t for t in tasks if t.task.args[4] % (2 * LANES) == 0 and t.task.args[5] == 3)
+    rng = random.Random(1)
+    log = tmp_path / "log.jsonl"
+    append_records(log, [_record(layer.task, valid_with(layer.task, rng, block_in=bi, block_out=bo),
+                                 1e-3 if bo == 2 * LANES else 2e-3)
+                         for bi in (LANES, 2 * LANES) for bo in (LANES, 2 * LANES)])
+
+    records = load_records(log)
+    blocked = optimized_graph(resnet, HOST, records=records)
+    writes = {n.name: blocked.values[n.outputs[0]].layout.block for n in blocked.nodes if isinstance(n.op, Conv)}
+    assert {writes[n] for n in layer.nodes} == {2 * LANES}
+    before = optimized_graph(resnet, HOST)
+    times = layer_times(before, HOST, records)
+    assert estimate_seconds(blocked, times) < estimate_seconds(before, times)
+
+    module = tt.compile(resnet, log=log)
+    tuned = {n for k in module.manifest.kernels if k.template for n in k.nodes}
+    assert set(layer.nodes) <= tuned  # every node of the layer runs the fast config: its blocks are the plan's
+    x = rand((1, 3, 32, 32), 7)
+    assert_close(module(x), ort_run(resnet, {"input": x})[0], "resnet18 with a two-vector block layer")
+
+
+def test_relayouts_cost_what_a_block_saves(resnet, tmp_path, monkeypatch):
+    """With copies made very expensive, no block change that needs a relayout is worth it: the plan has no more
+    relayouts than the default one, and its estimate never exceeds the default's."""
+    g = optimized_graph(resnet, HOST)
+    tasks = [t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE]
+    rng = random.Random(2)
+    pairs = []
+    for t in tasks:
+        for bo in {LANES, 2 * LANES} if t.task.args[4] % (2 * LANES) == 0 else {LANES}:
+            first = t.task.space.knobs["block_in"].entities[0].val  # the default (all 3 channels of an RGB input)
+            pairs.append(_record(t.task, valid_with(t.task, rng, block_in=first, block_out=bo),
+                                 rng.uniform(1, 2) * 1e-3))
+    append_records(tmp_path / "log.jsonl", pairs)
+    records = load_records(tmp_path / "log.jsonl")
+    default = optimized_graph(resnet, HOST)
+    times = layer_times(default, HOST, records)
+    for speed in (10e9, 1e3):
+        monkeypatch.setattr(layouts, "RELAYOUT_BYTES_PER_S", speed)
+        chosen = optimized_graph(resnet, HOST, records=records)
+        assert estimate_seconds(chosen, times) <= estimate_seconds(default, times)
+        relayouts = sum(isinstance(n.op, Relayout) for n in chosen.nodes)
+        if speed == 1e3:
+            assert relayouts <= sum(isinstance(n.op, Relayout) for n in default.nodes)
+
+
+def test_without_a_log_every_layer_keeps_one_vector_blocks(resnet):
+    g = optimized_graph(resnet, HOST)
+    blocks = {g.values[n.outputs[0]].layout.block for n in g.nodes if isinstance(n.op, Conv)}
+    assert blocks == {LANES}
+    assert choose_blocks(_pre_layout(resnet), LANES, HOST, []) == {}
+
+
+def _pre_layout(model):
+    from tensortune.graph import import_onnx
+    from tensortune.graph.passes import graph_passes
+
+    g = import_onnx(model)
+    for name, fn in graph_passes(LANES):
+        if name == "plan_layout":
+            return g
+        g = fn(g)
+    raise AssertionError("no plan_layout pass")
