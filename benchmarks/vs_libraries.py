@@ -7,8 +7,8 @@ least ``--min-repeat-ms`` each, median), on 1 and on 2 threads:
 * tensortune's best config, checked against numpy first. Two views for conv2d:
   - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (template
     ``conv2d_nchw_spatial_pack``);
-  - *packed*: NCHW[x]c input and output (blocks of one vector of the target: 16c on AVX-512, 8c on
-    AVX2), as the kernel runs inside a compiled network whose tensors stay blocked between layers; the
+  - *packed*: NCHW[x]c input and output (blocks of one or two vectors of the target, a knob: 16c or 32c on
+    AVX-512, 8c or 16c on AVX2), as the kernel runs inside a compiled network whose tensors stay blocked; the
     transforms are outside the timed region (``conv2d_nchwc_packed``).
   Weights are packed once, outside the timed region, in both views (they are constants of a model).
 * peers (``tensortune.benchmarking.peers``, in a child process): PyTorch ``conv2d`` in NCHW and channels-last,

@@ -246,7 +246,7 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
     inputs = op.prepare(*data.canonical)  # weights packed for this config
     layout = tuple(op.output.shape)
     if layout not in data.outputs:
-        data.outputs[layout] = (op.empty_output(), np.asarray(op.reference(*data.canonical)))
+        data.outputs[layout] = (op.empty_output(), np.asarray(task.reference(data.canonical, inp.config_index)))
     output, expected = data.outputs[layout]
     conn.send("started")
     module = build.library.load(options.num_threads)

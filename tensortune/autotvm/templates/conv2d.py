@@ -1,6 +1,7 @@
 """Convolution templates for CPUs with pre-packed weights: NCHW input and output, or (the packed
 view, ``conv2d_nchwc_packed``) the NCHW[x]c layout a compiled network keeps between layers, with
-blocks of one vector of the target (NCHW16c on AVX-512, NCHW8c on AVX2, NCHW4c on NEON).
+blocks of one vector of the target (NCHW16c on AVX-512, NCHW8c on AVX2, NCHW4c on NEON) or, a knob of the
+packed template, two.
 
 Each accumulates a register tile of ``tile_ow[-1]`` output columns x the output channels of one
 channel block (vectors of the target's lanes), computed at a tile loop of the output and written
