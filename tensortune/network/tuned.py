@@ -4,12 +4,13 @@ A convolution's (or dense layer's) config comes from the ``conv2d_nchwc_packed``
 convolution's from ``depthwise_conv2d_nchwc_packed``; the template schedules the network's fused kernel through
 its ``declare`` hook (the epilogue stages are inlined into the output stage). A node with alternatives (a 3x3,
 stride-1 convolution, also a ``conv2d_winograd_nchwc_packed`` task; every node, its ``nchwc_default`` task: the
-untuned kernel, measured by the network's tuner) runs the alternative whose best record is fastest: their FLOPs
-are the same, so the shortest time wins, and a log that measured the default keeps it wherever no tuned config
-beat it. Where ``refine`` timed a layer's candidates inside this very network (records marked with its
+untuned kernel, measured by the network's tuner) runs the alternative whose best record is fastest among the
+records of kernels with the node's channel blocks (the layout ``layouts.choose_blocks`` planned from the same log):
+their FLOPs are the same, so the shortest time wins, and a log that measured the default keeps it wherever no tuned
+config beat it. A dense layer runs any blocks (its plain tensors are 1x1 images blocked any way). Where ``refine`` timed a layer's candidates inside this very network (records marked with its
 fingerprint), the layer runs the fastest of its latest refinement instead: timed among the network's other
 kernels, that ranking is the one that counts. A node whose tasks have no successful record, whose fastest record
-is the default's, or whose template would use other channel blocks than the network's layout, keeps its default
+is the default's, or whose records all block channels otherwise than the network's layout, keeps its default
 kernel (the last with a warning), which for a 3x3, stride-1 convolution may be a Winograd one
 (``conv.default_winograd_tile``).
 """
