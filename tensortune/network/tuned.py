@@ -124,7 +124,8 @@ class TunedKernels:
             found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(tasks)
                      if (rec := self.best_record(task, blocks)) is not None]
             if not found:
-                other = [(task, rec) for task in tasks if (rec := self.best_record(task)) is not None]
+                other = [(task, rec) for task in tasks  # the untuned kernel's record: it runs any blocks anyway
+                         if task.name != DEFAULT_TEMPLATE and (rec := self.best_record(task)) is not None]
                 if other:
                     task, rec = other[0]
                     given = record_blocks(task, rec.config, max(1, target.lanes(DType.float32)))
