@@ -31,6 +31,7 @@ import numpy as np
 from ..autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from ..autotvm.record import Record, RecordWarning, load_records, task_records, write_records
 from ..autotvm.task import Task
+from ..dtype import DType
 from ..errors import ArgumentError
 from ..graph.ir import Graph, Node
 from ..graph.tasks import DEFAULT_TEMPLATE, node_tasks
@@ -123,10 +124,13 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
     run), then the fastest of each template and thread split (``thread_split``) not among them, then its untuned
     kernel unless there; layers whose only candidate is the untuned kernel are left
     out (nothing to choose)."""
-    from .tuned import _BlockMismatch
+    from .layouts import record_blocks
+    from .tuned import _BlockMismatch, _blocks
 
     layers: dict[str, Layer] = {}
+    lanes = max(1, target.lanes(DType.float32))
     for node in g.nodes:
+        blocks = _blocks(g, node)  # a config of other channel blocks cannot run here: not built to find out
         tasks = node_tasks(g, node, target)
         if not tasks:
             continue
@@ -139,7 +143,8 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
             mine = [r for r in records if r.matches(task)]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
-                found += [(r.mean_cost, task, r.config_index, r.config) for r in task_records(mine, task) if r.ok]
+                found += [(r.mean_cost, task, r.config_index, r.config) for r in task_records(mine, task)
+                          if r.ok and (blocks is None or record_blocks(task, r.config, lanes) == blocks)]
         found.sort(key=lambda f: f[0])
         chosen: list[Candidate] = []
         seen, kinds = set(), set()
