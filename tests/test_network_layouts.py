@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -21,6 +22,8 @@ from tensortune.graph.ops import Conv, Relayout
 from tensortune.graph.tasks import CONV_TEMPLATE, extract_tasks
 from tensortune.network import layouts, optimized_graph, zoo
 from tensortune.network.layouts import choose_blocks, estimate_seconds, layer_times
+from tensortune.network.program import build_program
+from tensortune.network.tuned import TunedKernels, TunedLayoutWarning
 
 HOST = tt.Target.host()
 LANES = HOST.lanes(DType.float32)
@@ -166,3 +169,42 @@ def _pre_layout(model):
             return g
         g = fn(g)
     raise AssertionError("no plan_layout pass")
+
+
+def test_nodes_of_one_workload_reading_different_blocks_are_refined_and_compiled_apart(resnet, tmp_path):
+    """A workload whose nodes get inputs of different blocks (the first reads the stem's two-vector output, the
+    others one-vector outputs) is two layers to ``refine``, each timing only configs its nodes can run; compile
+    then runs each layer's choice at every node of it, none left out for its blocks, and the network equals
+    onnxruntime."""
+    g = optimized_graph(resnet, HOST)
+    tasks = [t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE]
+    stem = next(t for t in tasks if t.task.args[1] == 3)
+    repeated = next(t for t in tasks if len(t.nodes) > 1 and t.task.args[1] == stem.task.args[4])
+    rng = random.Random(4)
+    first = stem.task.space.knobs["block_in"].entities[0].val
+    pairs = [_record(stem.task, valid_with(stem.task, rng, block_in=first, block_out=bo), seconds)
+             for bo, seconds in ((2 * LANES, 1e-3), (LANES, 3e-3))]
+    pairs += [_record(repeated.task, valid_with(repeated.task, rng, block_in=bi, block_out=LANES), 1e-3)
+              for bi in (LANES, 2 * LANES) for _ in range(2)]
+    log = tmp_path / "log.jsonl"
+    append_records(log, pairs)
+
+    planned = optimized_graph(resnet, HOST, records=load_records(log))
+    reads = {planned.values[n.inputs[0]].layout.block for n in planned.nodes if n.name in repeated.nodes}
+    assert reads == {LANES, 2 * LANES}  # the premise: one workload, two input blocks
+
+    result = tt.network.refine(resnet, log, top_k=2, rounds=1, runs=1, check=False)
+    mine = [layer for layer in result.layers if layer.workload == repeated.workload]
+    assert {layer.blocks for layer in mine} == {(LANES, LANES), (2 * LANES, LANES)}
+    choose = TunedKernels(log, HOST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TunedLayoutWarning)
+        build_program(planned, HOST, choose)
+    for layer in mine:
+        chosen = layer.candidates[layer.chosen]
+        for n in layer.nodes:
+            assert (n in choose.kept_default) if chosen.is_default else choose.applied[n] == (chosen.task.name,
+                                                                                               chosen.index)
+    module = tt.compile(resnet, log=log)
+    x = rand((1, 3, 32, 32), 8)
+    assert_close(module(x), ort_run(resnet, {"input": x})[0], "resnet18, one workload read in two blocks")

@@ -52,6 +52,12 @@ def record_blocks(task: Task, config: Mapping, lanes: int) -> tuple[int, int]:
     return icb, ocb
 
 
+def runs_with(task: Task, config: Mapping, lanes: int, blocks: tuple[int, int] | None) -> bool:
+    """Whether a record's kernel can run a node whose (input, output) channel blocks are ``blocks`` (None: a dense
+    layer, which runs any); the untuned kernel runs any blocks."""
+    return blocks is None or task.name == DEFAULT_TEMPLATE or record_blocks(task, config, lanes) == blocks
+
+
 def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, dict[tuple[int, int], float]]:
     """Each tuned convolution node of the planned graph ``g``: its fastest record's seconds per (input, output)
     channel blocks, over its task and alternatives."""

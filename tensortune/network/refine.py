@@ -69,11 +69,12 @@ class Candidate:
 
 @dataclass
 class Layer:
-    """The nodes of one workload and the candidates compared for them."""
+    """The nodes of one workload and channel blocks, and the candidates compared for them."""
 
     workload: str
     nodes: list[str]
     candidates: list[Candidate]
+    blocks: tuple[int, int] | None = None  # (input, output) channel blocks of its nodes; None: a dense layer
     seconds: list[list[float]] = field(default_factory=list)  # per candidate: per round, seconds per call
 
     def median(self, k: int) -> float:
@@ -97,7 +98,7 @@ class RefineResult:
     skipped: bool = False
 
     def rows(self) -> list[dict]:
-        return [{"workload": l.workload, "nodes": len(l.nodes), "chosen": l.candidates[l.chosen].label,
+        return [{"workload": l.workload, "blocks": l.blocks, "nodes": len(l.nodes), "chosen": l.candidates[l.chosen].label,
                  "candidates": [{"kernel": c.label, "alone_s": c.alone, "in_network_s": l.median(k)}
                                 for k, c in enumerate(l.candidates)]} for l in self.layers]
 
@@ -121,10 +122,11 @@ def thread_split(config: Mapping) -> tuple:
 
 def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int) -> list[Layer]:
     """Each tunable layer's ``top_k`` fastest configs timed alone (distinct, each one the network's layout can
-    run), then the fastest of each template and thread split (``thread_split``) not among them, then its untuned
+    run; a layer is the nodes of one workload and one pair of channel blocks: nodes of a workload may read inputs
+    of different blocks), then the fastest of each template and thread split (``thread_split``) not among them, then its untuned
     kernel unless there; layers whose only candidate is the untuned kernel are left
     out (nothing to choose)."""
-    from .layouts import record_blocks
+    from .layouts import runs_with
     from .tuned import _BlockMismatch, _blocks
 
     layers: dict[str, Layer] = {}
@@ -134,7 +136,7 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
         tasks = node_tasks(g, node, target)
         if not tasks:
             continue
-        key = tasks[0].workload_key
+        key = f"{tasks[0].workload_key} {blocks}"
         if key in layers:
             layers[key].nodes.append(node.name)
             continue
@@ -144,7 +146,7 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
                 found += [(r.mean_cost, task, r.config_index, r.config) for r in task_records(mine, task)
-                          if r.ok and (blocks is None or record_blocks(task, r.config, lanes) == blocks)]
+                          if r.ok and runs_with(task, r.config, lanes, blocks)]
         found.sort(key=lambda f: f[0])
         chosen: list[Candidate] = []
         seen, kinds = set(), set()
@@ -172,7 +174,7 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
             alone = next((f[0] for f in found if f[1] is default), None)
             chosen.append(Candidate(default, 0, alone))
         if len(chosen) > 1:
-            layers[key] = Layer(key, [node.name], chosen)
+            layers[key] = Layer(tasks[0].workload_key, [node.name], chosen, blocks)
     return list(layers.values())
 
 

@@ -33,7 +33,7 @@ from ..target import Target
 from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv, winograd_operator
 from .declare import declare
 from .kernels import KernelArgs, KernelDef, NetworkCompileError
-from .layouts import record_blocks
+from .layouts import record_blocks, runs_with
 
 
 class TunedLayoutWarning(RecordWarning):
@@ -77,10 +77,10 @@ class TunedKernels:
         return self._ok[key]
 
     def best_record(self, task: Task, blocks: tuple[int, int] | None = None) -> Record | None:
-        """The task's fastest successful record in the log (of a kernel with these (input, output) channel blocks,
-        when given), or None."""
+        """The task's fastest successful record in the log (of a kernel that runs these (input, output) channel
+        blocks, when given: ``layouts.runs_with``), or None."""
         lanes = max(1, task.target.lanes(DType.float32))
-        mine = [r for r in self._task_records(task) if blocks is None or record_blocks(task, r.config, lanes) == blocks]
+        mine = [r for r in self._task_records(task) if runs_with(task, r.config, lanes, blocks)]
         return min(mine, key=lambda r: r.mean_cost, default=None)
 
     def best_index(self, task: Task) -> int | None:
@@ -88,9 +88,11 @@ class TunedKernels:
         rec = self.best_record(task)
         return None if rec is None else rec.config_index
 
-    def refined_choice(self, g: Graph, tasks: tuple[Task, ...]) -> tuple[Task, int] | None:
+    def refined_choice(self, g: Graph, tasks: tuple[Task, ...],
+                       blocks: tuple[int, int] | None = None) -> tuple[Task, int] | None:
         """The task and config index of the layer's fastest candidate in the latest refinement of this network
-        (``refine``), or None when the log has none."""
+        (``refine``) among those that run the node's channel ``blocks`` (nodes of one workload may get different
+        input blocks from their producers), or None when the log has none."""
         if not self.in_network or not tasks:
             return None
         if self._fingerprint is None or self._fingerprint[0] is not g:
@@ -102,12 +104,14 @@ class TunedKernels:
         if not mine:
             return None
         latest = max(r.timestamp for r in mine)
+        lanes = max(1, self.target.lanes(DType.float32))
         found = []
         for task in tasks:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RecordWarning)
                 found += [(statistics.median(r.costs), task, r.config_index)
-                          for r in task_records([r for r in mine if r.timestamp == latest], task) if r.costs]
+                          for r in task_records([r for r in mine if r.timestamp == latest], task)
+                          if r.costs and runs_with(task, r.config, lanes, blocks)]
         if not found:
             return None
         _, task, index = min(found, key=lambda f: f[0])  # on a tie, the first timed
@@ -115,12 +119,12 @@ class TunedKernels:
 
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
         tasks = node_tasks(g, node, target)
-        refined = self.refined_choice(g, tasks)
+        blocks = _blocks(g, node)
+        refined = self.refined_choice(g, tasks, blocks)
         if refined is not None:
             self.refined.append(node.name)
             task, index = refined
         else:
-            blocks = _blocks(g, node)
             found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(tasks)
                      if (rec := self.best_record(task, blocks)) is not None]
             if not found:
