@@ -5,11 +5,14 @@ timed in the same run, with one protocol for everyone (one warm-up call, ``--rep
 least ``--min-repeat-ms`` each, median), on 1 and on 2 threads:
 
 * tensortune's best config, checked against numpy first. Two views for conv2d:
-  - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (template
-    ``conv2d_nchw_spatial_pack``);
+  - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (two templates share the
+    view's trials: ``conv2d_nchw_spatial_pack``, which reads the input in place, and ``conv2d_nchwc``, which
+    packs it into channel blocks first; the view times the one whose logged best is faster);
   - *packed*: NCHW[x]c input and output (blocks of one or two vectors of the target, a knob: 16c or 32c on
     AVX-512, 8c or 16c on AVX2), as the kernel runs inside a compiled network whose tensors stay blocked; the
-    transforms are outside the timed region (``conv2d_nchwc_packed``).
+    transforms are outside the timed region (``conv2d_nchwc_packed``; for 3x3, stride-1 layers it shares the
+    trials with ``conv2d_winograd_nchwc_packed``, as a network's tuner offers both: the GFLOP/s are then those
+    of the direct convolution's FLOPs over the time, "effective").
   Weights are packed once, outside the timed region, in both views (they are constants of a model).
 * peers (``tensortune.benchmarking.peers``, in a child process): PyTorch ``conv2d`` in NCHW and channels-last,
   onnxruntime on a one-node ONNX model, ``numpy.matmul`` (OpenBLAS overrides unset) and ``torch.matmul``.
@@ -49,28 +52,35 @@ FEW_DIVISORS = {
     "few:M1": ("matmul", {"M": 997, "N": 1000, "K": 512}),
     "few:M2": ("matmul", {"M": 257, "N": 384, "K": 769}),
 }
-VIEWS = {"nchw": "conv2d_nchw_spatial_pack", "packed": "conv2d_nchwc_packed"}
+#: view -> the templates that share its trials (the first one's log keeps the view's name, as before)
+VIEWS = {"nchw": ("conv2d_nchw_spatial_pack", "conv2d_nchwc"),
+         "packed": ("conv2d_nchwc_packed", "conv2d_winograd_nchwc_packed")}  # Winograd: 3x3, stride 1 only
 PEERS = ("torch", "torch_channels_last", "onnxruntime", "numpy")
 MARKER = "<!-- vs_libraries:{isa}:{end} -->"  # BENCHMARKS.md keeps one section per ISA
 
 
 def tasks_of(key: str, target) -> dict:
-    """The tasks tuned for one workload: {view: task}."""
+    """The tasks tuned for one workload: {view: [task of each of the view's templates]}."""
     from tensortune.autotvm.catalog import create_task, task_from_workload
+    def some(make, templates):  # the templates that compute this shape (Winograd: 3x3, stride 1)
+        tasks = [make(t) for t in templates]
+        return [t for t in tasks if "winograd" not in t.name or tuple(t.args[5:7]) == (3, 1)]
 
     if key.startswith("matmul:"):
         n = int(key.split(":")[1])
-        return {"matmul": create_task("matmul", {"M": n, "N": n, "K": n}, target=target)}
+        return {"matmul": [create_task("matmul", {"M": n, "N": n, "K": n}, target=target)]}
     if key in FEW_DIVISORS:
         operator, shape = FEW_DIVISORS[key]
         if operator == "matmul":
-            return {"matmul": create_task("matmul", shape, target=target)}
-        return {view: create_task(operator, shape, template=t, target=target) for view, t in VIEWS.items()}
-    return {view: task_from_workload(key, template=t, target=target) for view, t in VIEWS.items()}
+            return {"matmul": [create_task("matmul", shape, target=target)]}
+        return {view: some(lambda t: create_task(operator, shape, template=t, target=target), ts)
+                for view, ts in VIEWS.items()}
+    return {view: some(lambda t: task_from_workload(key, template=t, target=target), ts) for view, ts in VIEWS.items()}
 
 
-def log_path(out: Path, key: str, view: str) -> Path:
-    return out / f"{key.replace(':', '_')}_{view}.json"
+def log_path(out: Path, key: str, view: str, k: int = 0) -> Path:
+    """The log of the view's ``k``-th template."""
+    return out / f"{key.replace(':', '_')}_{view}{'' if k == 0 else f'_{k}'}.json"
 
 
 def tune_all(keys, trials: int, out: Path, history: bool, batch_size: int, target) -> None:
@@ -80,16 +90,17 @@ def tune_all(keys, trials: int, out: Path, history: bool, batch_size: int, targe
 
     with Measurer() as measurer:
         for key in keys:
-            for view, task in tasks_of(key, target).items():
-                log = log_path(out, key, view)
-                past = None
-                if history:  # every other log of this benchmark: the transfer model skips this workload's own
-                    past = [r for p in sorted(out.glob("*.json")) if p != log for r in load_records(p)] or None
-                t0 = time.time()
-                r = tune(task, trials, tuner="xgb", batch_size=batch_size, measure=measurer.measure, log_file=log,
-                         progress=False, seed=0, history=past)
-                print(f"tuned {key:18s} {view:7s} best {r.best_gflops:7.1f} GFLOP/s after {len(r.history)} trials "
-                      f"({time.time() - t0:.0f} s)", flush=True)
+            for view, tasks in tasks_of(key, target).items():
+                for k, task in enumerate(tasks):  # the view's templates share its trials
+                    log = log_path(out, key, view, k)
+                    past = None
+                    if history:  # every other log of this benchmark: the transfer model skips this workload's own
+                        past = [r for p in sorted(out.glob("*.json")) if p != log for r in load_records(p)] or None
+                    t0 = time.time()
+                    r = tune(task, max(1, trials // len(tasks)), tuner="xgb", batch_size=batch_size,
+                             measure=measurer.measure, log_file=log, progress=False, seed=0, history=past)
+                    print(f"tuned {key:18s} {view:7s} {task.name:26s} best {r.best_gflops:7.1f} GFLOP/s after "
+                          f"{len(r.history)} trials ({time.time() - t0:.0f} s)", flush=True)
 
 
 def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, target) -> list[dict]:
@@ -103,19 +114,21 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, t
     for key in keys:
         tasks = tasks_of(key, target)
         built = {}
-        for view, task in tasks.items():
-            best = pick_best(load_records(log_path(out, key, view)), workload=task.workload_key)
-            if not best:
+        for view, view_tasks in tasks.items():
+            found = [(rec, task) for k, task in enumerate(view_tasks)
+                     for rec in pick_best(load_records(log_path(out, key, view, k)),
+                                          workload=task.workload_key).values()]
+            if not found:
                 print(f"{key} {view}: no successful record in the log; tune it first")
                 continue
-            rec = next(iter(best.values()))
+            rec, task = min(found, key=lambda f: f[0].mean_cost)  # the view's template of fastest logged best
             sch, op = task.instantiate(rec.config_index)
             canonical = task.make_inputs(seed=0)
             built[view] = (task, op, build(sch, list(op.args), task.target),
                            task.kernel_inputs(rec.config_index, canonical),
                            np.asarray(task.reference(canonical, rec.config_index)),
                            rec.config_index)
-        peer_task = next(iter(tasks.values()))
+        peer_task = next(iter(tasks.values()))[0]
         for threads in threads_list:
             row = {"workload": key, "threads": threads, "flops": peer_task.flops, "gflops": {}, "errors": {}}
             for view, (task, op, module, inputs, expected, idx) in built.items():
@@ -125,6 +138,7 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, t
                 else:
                     row["gflops"][f"tensortune_{view}"] = task.flops / t["median_s"] / 1e9
                 row.setdefault("configs", {})[view] = idx
+                row.setdefault("templates", {})[view] = task.name
             for name, p in time_peers(peer_task, threads, repeat, min_repeat_ms).items():
                 if "median_s" in p:
                     row["gflops"][name] = peer_task.flops / p["median_s"] / 1e9
@@ -210,6 +224,11 @@ def markdown(rows: list[dict], summary: dict, peaks: dict, command: str, machine
                           f"{k.split(':')[1]} {_fmt(v, '.2f')}" for k, v in s["few_divisors_best_view"].items())
                          if s["few_divisors_best_view"] else ""),
                   ""]
+    for view in VIEWS:
+        chosen = {r["workload"]: r["templates"][view] for r in rows if view in r.get("templates", {})}
+        if chosen:
+            lines += [f"{view} view, the template of the faster logged best: " + ", ".join(
+                f"{k.split(':')[1]} {v.replace('conv2d_', '')}" for k, v in chosen.items()), ""]
     return "\n".join(lines)
 
 
