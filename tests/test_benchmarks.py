@@ -88,6 +88,36 @@ def test_vs_libraries_writes_its_results_before_the_plot(script, no_matplotlib, 
     assert not (tmp_path / "fig").exists()
 
 
+def test_vs_libraries_views_share_trials_among_templates_and_time_the_fastest_logged(script, monkeypatch, tmp_path):
+    vs_libraries = script("vs_libraries")
+    host = tt_target.Target.host()
+    names = lambda key: {v: [t.name for t in ts] for v, ts in vs_libraries.tasks_of(key, host).items()}
+    assert names("resnet18:C12") == {"nchw": ["conv2d_nchw_spatial_pack", "conv2d_nchwc"],
+                                     "packed": ["conv2d_nchwc_packed", "conv2d_winograd_nchwc_packed"]}
+    assert names("resnet18:C10")["packed"] == ["conv2d_nchwc_packed"]  # stride 2: no Winograd
+    assert names("matmul:512") == {"matmul": ["matmul"]}
+
+    rng = np.random.default_rng(0)
+    tasks = vs_libraries.tasks_of("resnet18:C12", host)
+    logged = {}
+    for view, seconds in (("nchw", (2e-3, 1e-3)), ("packed", (1e-3, 3e-3))):
+        for k, (task, s) in enumerate(zip(tasks[view], seconds)):
+            index = next(i for i in (int(x) for x in rng.integers(0, len(task.space), 500))
+                         if task.space.is_valid(i))
+            append_records(vs_libraries.log_path(tmp_path, "resnet18:C12", view, k),
+                           [(MeasureInput(task, index), MeasureResult((s,), ErrorKind.NONE, "", 0.1))])
+            logged[view, task.name] = index
+    import tensortune.benchmarking.compare as compare
+    import tensortune.benchmarking.peers as peers
+
+    monkeypatch.setattr(compare, "time_module", lambda *args: {"median_s": 1e-3})
+    monkeypatch.setattr(peers, "time_peers", lambda *args: {"onnxruntime": {"median_s": 2e-3}})
+    (row,) = vs_libraries.time_all(["resnet18:C12"], tmp_path, [2], 3, 1.0, host)
+    assert row["templates"] == {"nchw": "conv2d_nchwc", "packed": "conv2d_nchwc_packed"}
+    assert row["configs"] == {"nchw": logged["nchw", "conv2d_nchwc"], "packed": logged["packed", "conv2d_nchwc_packed"]}
+    assert row["best_peer"] == "onnxruntime" and row["ratio_nchw"] == pytest.approx(2.0)
+
+
 def test_plots_are_drawn_with_matplotlib(script, tmp_path):
     pytest.importorskip("matplotlib")
     script("search_curves").plot({"matmul:512": {"random": [np.array([1.0, 2.0])]}}, tmp_path)

@@ -13,16 +13,18 @@ import pytest
 import tensortune as tt
 from onnx_models import assert_close, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
-from tensortune.autotvm.record import Record, append_records, load_records, task_records
+from tensortune.autotvm.record import Record, append_records, load_records, task_records, write_records
 from tensortune.autotvm.space import ConfigSpace, SpaceError
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import TEMPLATES
 from tensortune.dtype import DType
 from tensortune.graph.ops import Conv, Relayout
+from tensortune.graph.passes import plan_layout
 from tensortune.graph.tasks import CONV_TEMPLATE, extract_tasks
 from tensortune.network import layouts, optimized_graph, zoo
 from tensortune.network.layouts import choose_blocks, estimate_seconds, layer_times
 from tensortune.network.program import build_program
+from tensortune.network.refine import layer_tag, network_fingerprint
 from tensortune.network.tuned import TunedKernels, TunedLayoutWarning
 
 HOST = tt.Target.host()
@@ -208,3 +210,39 @@ def test_nodes_of_one_workload_reading_different_blocks_are_refined_and_compiled
     module = tt.compile(resnet, log=log)
     x = rand((1, 3, 32, 32), 8)
     assert_close(module(x), ort_run(resnet, {"input": x})[0], "resnet18, one workload read in two blocks")
+
+    # each layer's in-network timings are its own: the untuned kernel timed fastest in the other layer (its
+    # records carry the same task and config) does not replace this layer's tuned choice
+    fp = network_fingerprint(planned, HOST)
+    wide = {c.index: c for layer in mine if layer.blocks == (2 * LANES, LANES) for c in layer.candidates}
+    one = next(layer for layer in mine if layer.blocks == (LANES, LANES))
+    tuned = next(c for c in one.candidates if not c.is_default)
+    default = next(c for c in one.candidates if c.is_default)
+    later = time.time() + 1
+    inside = [(tuned, (LANES, LANES), 2e-4), (default, (LANES, LANES), 3e-4), (default, (2 * LANES, LANES), 1e-4)]
+    inside += [(c, (2 * LANES, LANES), 5e-4) for c in wide.values() if not c.is_default]
+    write_records(log, [dataclasses.replace(Record.from_measurement(MeasureInput(c.task, c.index), MeasureResult(
+        (s,), ErrorKind.NONE, "", 0.1, later)), network=layer_tag(fp, blocks)) for c, blocks, s in inside])
+    choose = TunedKernels(log, HOST)
+    build_program(planned, HOST, choose)
+    assert all(choose.applied[n] == (tuned.task.name, tuned.index) for n in one.nodes)
+    assert all(n in choose.kept_default for layer in mine if layer is not one for n in layer.nodes)
+
+
+def test_the_untuned_kernel_counts_for_any_blocks_and_a_record_without_timings_for_none(resnet):
+    """The planner's estimate: the untuned kernel's record holds whatever blocks the plan gives the layer (its kernel
+    runs any); a successful record without timings (infinite) never makes the estimate infinite."""
+    from tensortune.graph.tasks import default_task
+
+    g = optimized_graph(resnet, HOST)
+    t = next(t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE
+             and t.task.args[1] % LANES == 0 and t.task.args[4] % (2 * LANES) == 0)
+    wide = valid_with(t.task, random.Random(5), block_in=LANES, block_out=2 * LANES)
+    records = [Record.from_measurement(MeasureInput(default_task(t.task), 0),
+                                       MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1, 1.0)),
+               Record.from_measurement(MeasureInput(t.task, wide), MeasureResult((), ErrorKind.NONE, "", 0.1, 1.0))]
+    times = layer_times(g, HOST, records)
+    assert all(times[n] == {None: 1e-3} for n in t.nodes)
+    assert estimate_seconds(g, times) - estimate_seconds(g, {}) == pytest.approx(len(t.nodes) * 1e-3)
+    blocked = plan_layout(_pre_layout(resnet), LANES, {n: 2 * LANES for n in t.nodes})
+    assert estimate_seconds(blocked, times) - estimate_seconds(blocked, {}) == pytest.approx(len(t.nodes) * 1e-3)

@@ -16,8 +16,8 @@ from tensortune.cli import main
 from tensortune.errors import ArgumentError
 from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks
 from tensortune.network import optimized_graph, zoo
-from tensortune.network.refine import (Candidate, kernel_of, layer_candidates, network_fingerprint, refine,
-                                       thread_split)
+from tensortune.network.refine import (Candidate, kernel_of, layer_candidates, layer_tag, network_fingerprint,
+                                       refine, thread_split)
 from tensortune.network.tuned import TunedKernels, _BlockMismatch
 from tensortune.target import Target
 
@@ -91,7 +91,8 @@ def test_refine_times_each_layers_candidates_in_the_network_and_compile_runs_its
     assert len(load_records(log)) == alone
     timed = [r for r in load_records(log, in_network=True) if r.network]
     assert len(timed) == result.records == sum(len(l.candidates) for l in result.layers)
-    assert {r.network for r in timed} == {network_fingerprint(optimized_graph(resnet, HOST), HOST)}
+    fp = network_fingerprint(optimized_graph(resnet, HOST), HOST)
+    assert {r.network for r in timed} == {layer_tag(fp, layer.blocks) for layer in result.layers}
     assert set(result.check) == {"untuned", "fastest_alone", "chosen"}
     assert all(0 < s < 1 for s in result.check.values())
     # compiling with the log runs each layer's choice

@@ -188,3 +188,30 @@ def test_plan_layout_blocks_between_convolutions_only():
 def test_blocked_layout_needs_divisible_channels():
     with pytest.raises(Exception, match="blocks of 8"):
         Value("v", TensorType((1, 12, 4, 4)), Layout(8))
+
+
+def test_a_grouped_convolution_reads_a_block_its_groups_hold_whole(monkeypatch):
+    """Groups of 8 channels cannot run in 16-channel blocks: a grouped convolution reading a 16-channel output gets
+    it relayouted to the default block (and ``choose_blocks`` never offers it 16-channel blocks); results unchanged."""
+    from tensortune.network import layouts
+    from tensortune.target import Target
+
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((1, 3, 8, 8)))
+    (c1,) = b.add(Conv(pads=(1, 1, 1, 1)), ["x", b.add_constant("w1", rand((32, 3, 3, 3)))], "c1")
+    (c2,) = b.add(Conv(pads=(1, 1, 1, 1), groups=4), [c1, b.add_constant("w2", rand((32, 8, 3, 3), 2))], "c2")
+    (c3,) = b.add(Conv(), [c2, b.add_constant("w3", rand((16, 32, 1, 1), 3))], "c3")
+    b.outputs = [c3]
+    g = b.build()
+    out = plan_layout(g, LANES, {"c1": 2 * LANES})
+    seen = {n.name: (str(out.values[n.inputs[0]].layout), str(out.values[n.outputs[0]].layout)) for n in out.nodes}
+    assert seen["c1"][1] == f"NCHW{2 * LANES}c"
+    assert seen["c2"] == (f"NCHW{LANES}c", f"NCHW{LANES}c")  # through a relayout of c1's output
+    assert seen["c3"][0] == f"NCHW{LANES}c"
+    assert sum(isinstance(n.op, Relayout) for n in out.nodes) == 3  # x blocked, c1 to one vector, the output plain
+    _same(g, out, {"x": rand((1, 3, 8, 8), 1)})
+
+    # a log whose grouped layer would be 10x faster writing 16-channel blocks: not a plan its groups can run
+    monkeypatch.setattr(layouts, "layer_times", lambda *args: {"c2": {(LANES, 2 * LANES): 1e-3, (LANES, LANES): 1e-2}})
+    assert "c2" not in layouts.choose_blocks(g, LANES, Target.host(), [])

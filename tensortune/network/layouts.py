@@ -24,9 +24,11 @@ import numpy as np
 from ..autotvm.record import Record, RecordWarning, task_records
 from ..autotvm.task import Task
 from ..dtype import DType
+from ..errors import TensortuneError
 from ..graph.ir import Graph
 from ..graph.ops import Conv, Relayout
 from ..graph.passes import plan_layout
+from ..graph.passes.plan_layout import whole_groups
 from ..graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, node_tasks
 from ..ops import block_choices, packed_blocks
 from ..target import Target
@@ -58,33 +60,37 @@ def runs_with(task: Task, config: Mapping, lanes: int, blocks: tuple[int, int] |
     return blocks is None or task.name == DEFAULT_TEMPLATE or record_blocks(task, config, lanes) == blocks
 
 
-def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, dict[tuple[int, int], float]]:
+def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, dict[tuple[int, int] | None, float]]:
     """Each tuned convolution node of the planned graph ``g``: its fastest record's seconds per (input, output)
-    channel blocks, over its task and alternatives."""
+    channel blocks, over its task and alternatives; key None: the untuned kernel's record, which runs any blocks."""
     lanes = max(1, target.lanes(DType.float32))
     by_workload: dict[str, list[Record]] = {}
     for r in records:
-        if r.ok:
+        if r.ok and math.isfinite(r.mean_cost):
             by_workload.setdefault(r.workload, []).append(r)
-    out: dict[str, dict[tuple[int, int], float]] = {}
+    out: dict[str, dict[tuple[int, int] | None, float]] = {}
     for node in g.nodes:
-        times: dict[tuple[int, int], float] = {}
+        times: dict[tuple[int, int] | None, float] = {}
         for task in node_tasks(g, node, target):
             mine = by_workload.get(task.workload_key, [])
             if not mine:
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
-                mine = task_records(mine, task)
+                try:
+                    mine = task_records(mine, task)
+                except TensortuneError as e:  # the template cannot make this task's space any more
+                    warnings.warn(f"records of {task.workload_key} left out: {e}", RecordWarning, stacklevel=2)
+                    continue
             for r in mine:
-                key = record_blocks(task, r.config, lanes)
+                key = None if task.name == DEFAULT_TEMPLATE else record_blocks(task, r.config, lanes)
                 times[key] = min(times.get(key, float("inf")), r.mean_cost)
         if times:
             out[node.name] = times
     return out
 
 
-def estimate_seconds(planned: Graph, times: Mapping[str, Mapping[tuple[int, int], float]]) -> float:
+def estimate_seconds(planned: Graph, times: Mapping[str, Mapping[tuple[int, int] | None, float]]) -> float:
     """The estimated time of a planned graph's tuned layers and relayouts (see the module docstring)."""
     total = 0.0
     for node in planned.nodes:
@@ -95,7 +101,8 @@ def estimate_seconds(planned: Graph, times: Mapping[str, Mapping[tuple[int, int]
         mine = times.get(node.name)
         if mine and isinstance(node.op, Conv):
             blocks = (planned.values[node.inputs[0]].layout.block, planned.values[node.outputs[0]].layout.block)
-            total += mine.get(blocks, UNTUNED_FACTOR * min(mine.values()))
+            runs = [s for k, s in mine.items() if k is None or k == blocks]
+            total += min(runs) if runs else UNTUNED_FACTOR * min(mine.values())
     return total
 
 
@@ -106,7 +113,8 @@ def choose_blocks(g: Graph, lanes: int, target: Target, records: Sequence[Record
     choices = {}
     for node in g.nodes:  # untuned layers too: their default kernels run any block, a tuned reader may want one
         if isinstance(node.op, Conv) and len(g.values[node.outputs[0]].shape) == 4:
-            options = block_choices(g.values[node.outputs[0]].shape[1], lanes)
+            channels = g.values[node.outputs[0]].shape[1]
+            options = [b for b in block_choices(channels, lanes) if whole_groups(node.op, channels, b)]
             if len(options) > 1:
                 choices[node.name] = options
     blocks: dict[str, int] = {}

@@ -10,7 +10,8 @@ fastest configs of the log as timed alone, the fastest of each other template an
 among threads (``thread_split``), and the untuned kernel; builds as many networks as the most candidates a layer
 has, network ``i`` running every layer's ``i``-th candidate; profiles them in turn, ``rounds`` times (each
 layer's seconds per call among the others, ``NetworkModule.profile``), and keeps each layer's candidate of least
-median. Those timings go to the log as records marked with the network's fingerprint (``Record.network``);
+median (a layer: the nodes of one workload whose inputs and outputs have the same channel blocks). Those timings
+go to the log as records marked with the network's fingerprint and the layer's blocks (``Record.network``);
 ``compile --log`` (``TunedKernels``) then chooses each layer's kernel among the latest of them. A whole-network check times the untuned network, the
 one of the fastest configs alone and the chosen one, in turn, and reports them.
 """
@@ -34,6 +35,7 @@ from ..autotvm.task import Task
 from ..dtype import DType
 from ..errors import ArgumentError
 from ..graph.ir import Graph, Node
+from ..graph.passes.plan_layout import channel_block
 from ..graph.tasks import DEFAULT_TEMPLATE, node_tasks
 from ..target import Target
 from .declare import declare
@@ -41,12 +43,30 @@ from .kernels import KernelDef
 
 
 def network_fingerprint(g: Graph, target: Target) -> str:
-    """A short key of an optimized graph for a target: its nodes, in order, with their operators, shapes and
-    layouts (a refinement holds for one layout plan)."""
-    nodes = [[n.name, type(n.op).__name__, [[*g.values[v].shape, g.values[v].layout.block] for v in
-                                            (*n.inputs, *n.outputs)]] for n in g.nodes]
+    """A short key of an optimized graph for a target: its nodes, in order, with their operators, shapes and the
+    channel blocks that are not the default (a refinement holds for one layout plan; a plan of default blocks keeps
+    the key it had before blocks were planned)."""
+    lanes = max(1, target.lanes(DType.float32))
+
+    def value(v):
+        shape, block = list(g.values[v].shape), g.values[v].layout.block
+        return shape + [block] if block and len(shape) == 4 and block != channel_block(shape[1], lanes) else shape
+
+    nodes = [[n.name, type(n.op).__name__, [value(v) for v in (*n.inputs, *n.outputs)]] for n in g.nodes]
     text = json.dumps([str(target), g.name, list(g.inputs), nodes], default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def layer_tag(fingerprint: str, blocks: tuple[int, int] | None) -> str:
+    """What an in-network record of a layer is marked with (``Record.network``): the network's fingerprint and the
+    layer's (input, output) channel blocks ("any" for a dense layer), since nodes of one workload in other blocks
+    are another layer. Records of the fingerprint alone were written before layers had blocks."""
+    return f"{fingerprint}@{'any' if blocks is None else f'{blocks[0]}x{blocks[1]}'}"
+
+
+def of_network(record: Record, fingerprint: str) -> bool:
+    """Whether an in-network record was timed in the network of this fingerprint (any of its layers)."""
+    return record.network == fingerprint or record.network.startswith(fingerprint + "@")
 
 
 @dataclass(frozen=True)
@@ -209,7 +229,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     alone = [r for r in everything if not r.network]
     g = optimized_graph(model, target, shapes, records=alone)  # the layout compile plans from the same records
     fingerprint = network_fingerprint(g, target)
-    refined = [r.timestamp for r in everything if r.network == fingerprint]
+    refined = [r.timestamp for r in everything if r.network and of_network(r, fingerprint)]
     if not force and refined and max(refined) >= max((r.timestamp for r in alone), default=0.0):
         say("refine: the log's latest refinement of this network is newer than its last trial; nothing to do")
         return RefineResult(fingerprint, [], {}, time.perf_counter() - start, 0, skipped=True)
@@ -246,7 +266,8 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     spent = time.perf_counter() - start
     records = [dataclasses.replace(Record.from_measurement(
         MeasureInput(c.task, c.index), MeasureResult(tuple(layer.seconds[k]), ErrorKind.NONE, "", spent, stamp)),
-        network=fingerprint) for layer in layers for k, c in enumerate(layer.candidates) if layer.seconds[k]]
+        network=layer_tag(fingerprint, layer.blocks)) for layer in layers for k, c in enumerate(layer.candidates)
+        if layer.seconds[k]]
     written = write_records(log, records)
     timings: dict[str, float] = {}
     if check:

@@ -95,12 +95,14 @@ class TunedKernels:
         input blocks from their producers), or None when the log has none."""
         if not self.in_network or not tasks:
             return None
-        if self._fingerprint is None or self._fingerprint[0] is not g:
-            from .refine import network_fingerprint
+        from .refine import layer_tag, network_fingerprint
 
+        if self._fingerprint is None or self._fingerprint[0] is not g:
             self._fingerprint = (g, network_fingerprint(g, self.target))
-        mine = [r for r in self.in_network if r.network == self._fingerprint[1] and r.ok
-                and any(r.matches(t) for t in tasks)]
+        # the records of this node's layer, and those of a refinement written before layers had blocks (the same
+        # fingerprint: a plan of default blocks)
+        tags = (layer_tag(self._fingerprint[1], blocks), self._fingerprint[1])
+        mine = [r for r in self.in_network if r.network in tags and r.ok and any(r.matches(t) for t in tasks)]
         if not mine:
             return None
         latest = max(r.timestamp for r in mine)
@@ -127,8 +129,8 @@ class TunedKernels:
         else:
             found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(tasks)
                      if (rec := self.best_record(task, blocks)) is not None]
-            if not found:
-                other = [(task, rec) for task in tasks  # the untuned kernel's record: it runs any blocks anyway
+            if all(task.name == DEFAULT_TEMPLATE for _, _, task, _ in found):  # no tuned config runs these blocks
+                other = [(task, rec) for task in tasks
                          if task.name != DEFAULT_TEMPLATE and (rec := self.best_record(task)) is not None]
                 if other:
                     task, rec = other[0]
@@ -136,7 +138,9 @@ class TunedKernels:
                     warnings.warn(f"node '{node.name}': the tuned configs block channels by {given[0]}/{given[1]}, "
                                   f"the network's layout by {blocks[0]}/{blocks[1]}; using its default schedule",
                                   TunedLayoutWarning, stacklevel=2)
-                return declare(g, node, target)
+                    return declare(g, node, target)
+                if not found:
+                    return declare(g, node, target)
             _, _, task, index = min(found)  # the fastest alternative; on a tie, the first (the direct convolution)
         if task.name == DEFAULT_TEMPLATE:
             self.kept_default.append(node.name)

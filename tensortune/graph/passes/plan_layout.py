@@ -27,6 +27,12 @@ def channel_block(channels: int, lanes: int) -> int:
     return packed_blocks(channels, channels, lanes)[0]
 
 
+def whole_groups(conv: Conv, channels: int, block: int) -> bool:
+    """Whether each group of a convolution's ``channels`` holds whole blocks of ``block`` (a grouped convolution runs
+    blocked only then; a depthwise one is blocked across its groups)."""
+    return conv.groups == 1 or (channels // conv.groups) % block == 0
+
+
 def _blocked(shape: tuple[int, ...], lanes: int) -> Layout:
     return Layout(channel_block(shape[1], lanes)) if len(shape) == 4 else PLAIN
 
@@ -60,8 +66,8 @@ def _input_layouts(g: Graph, node: Node, out: Layout, lanes: int, have: dict[str
         elif isinstance(node.op, Conv):
             if k == 0:
                 depthwise = node.op.is_depthwise(v.shape[1], shape[1])
-                wants.append(out if depthwise and out.blocked else have[i] if have[i].blocked
-                             else _blocked(v.shape, lanes))
+                arrives = have[i].blocked and whole_groups(node.op, v.shape[1], have[i].block)
+                wants.append(out if depthwise and out.blocked else have[i] if arrives else _blocked(v.shape, lanes))
             else:
                 wants.append(out if v.shape == shape else PLAIN)
         elif isinstance(node.op, Concat) and out.blocked:
