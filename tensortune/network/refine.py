@@ -149,14 +149,14 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
     from .layouts import runs_with
     from .tuned import _BlockMismatch, _blocks
 
-    layers: dict[str, Layer] = {}
+    layers: dict[tuple, Layer] = {}
     lanes = max(1, target.lanes(DType.float32))
     for node in g.nodes:
         blocks = _blocks(g, node)  # a config of other channel blocks cannot run here: not built to find out
         tasks = node_tasks(g, node, target)
         if not tasks:
             continue
-        key = f"{tasks[0].workload_key} {blocks}"
+        key = (tasks[0].workload_key, blocks)
         if key in layers:
             layers[key].nodes.append(node.name)
             continue
@@ -229,7 +229,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     alone = [r for r in everything if not r.network]
     g = optimized_graph(model, target, shapes, records=alone)  # the layout compile plans from the same records
     fingerprint = network_fingerprint(g, target)
-    refined = [r.timestamp for r in everything if r.network and of_network(r, fingerprint)]
+    refined = [r.timestamp for r in everything if of_network(r, fingerprint)]
     if not force and refined and max(refined) >= max((r.timestamp for r in alone), default=0.0):
         say("refine: the log's latest refinement of this network is newer than its last trial; nothing to do")
         return RefineResult(fingerprint, [], {}, time.perf_counter() - start, 0, skipped=True)

@@ -91,8 +91,9 @@ class TunedKernels:
     def refined_choice(self, g: Graph, tasks: tuple[Task, ...],
                        blocks: tuple[int, int] | None = None) -> tuple[Task, int] | None:
         """The task and config index of the layer's fastest candidate in the latest refinement of this network
-        (``refine``) among those that run the node's channel ``blocks`` (nodes of one workload may get different
-        input blocks from their producers), or None when the log has none."""
+        (``refine``): among the records of the node's layer (``refine.layer_tag``: nodes of one workload may get
+        different input blocks from their producers, so each blocks pair is a layer of its own), or None when the
+        log has none."""
         if not self.in_network or not tasks:
             return None
         from .refine import layer_tag, network_fingerprint
@@ -106,14 +107,12 @@ class TunedKernels:
         if not mine:
             return None
         latest = max(r.timestamp for r in mine)
-        lanes = max(1, self.target.lanes(DType.float32))
         found = []
         for task in tasks:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RecordWarning)
                 found += [(statistics.median(r.costs), task, r.config_index)
-                          for r in task_records([r for r in mine if r.timestamp == latest], task)
-                          if r.costs and runs_with(task, r.config, lanes, blocks)]
+                          for r in task_records([r for r in mine if r.timestamp == latest], task) if r.costs]
         if not found:
             return None
         _, task, index = min(found, key=lambda f: f[0])  # on a tie, the first timed
