@@ -2,7 +2,9 @@
 
 Each workload is tuned with the ``xgb`` tuner (logs under ``--out``; running again resumes them), then
 timed in the same run, with one protocol for everyone (one warm-up call, ``--repeat`` timings of at
-least ``--min-repeat-ms`` each, median), on 1 and on 2 threads:
+least ``--min-repeat-ms`` each, median), on 1 and on 2 threads, in ``--rounds`` rounds over all workloads
+(medians over the rounds; each ratio the median of the ratios within a round, so that a slow spell of a
+shared machine, which can halve any kernel for seconds, hits both sides of a ratio alike):
 
 * tensortune's best config, checked against numpy first. Two views for conv2d:
   - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (two templates share the
@@ -103,60 +105,94 @@ def tune_all(keys, trials: int, out: Path, history: bool, batch_size: int, targe
                           f"{len(r.history)} trials ({time.time() - t0:.0f} s)", flush=True)
 
 
-def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, target) -> list[dict]:
-    """One row per (workload, threads): GFLOP/s of each tensortune view and each peer."""
+def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, target, rounds: int = 1) -> list[dict]:
+    """One row per (workload, threads): GFLOP/s of each tensortune view and each peer.
+
+    Everything is timed ``rounds`` times, round after round over all workloads (tuned kernels first in even
+    rounds, peers first in odd ones), so that a slow spell of a shared machine hits every kernel alike. A
+    row's GFLOP/s are medians over the rounds (each round's figure a median of ``repeat`` timings), its
+    ratios medians over the rounds of the ratio within each round (against the peer of highest median),
+    and ``row["rounds"]`` keeps every round's GFLOP/s.
+    """
+    from tensortune.benchmarking import compare, peers as peer_lib
+
+    built = {key: _build_views(key, out, target) for key in keys}
+    per_round: dict[tuple, dict[str, list]] = {}  # (key, threads) -> kernel -> GFLOP/s of each round
+    rows = {}
+    for rnd in range(rounds):
+        for key in keys:
+            views, peer_task = built[key]
+            for threads in threads_list:
+                row = rows.setdefault((key, threads), {"workload": key, "threads": threads, "flops": peer_task.flops,
+                                                       "gflops": {}, "errors": {}})
+                seen = per_round.setdefault((key, threads), {})
+
+                def ours():
+                    for view, (task, op, module, inputs, expected, idx) in views.items():
+                        row.setdefault("configs", {})[view] = idx
+                        row.setdefault("templates", {})[view] = task.name
+                        if f"tensortune_{view}" in row["errors"]:
+                            continue  # wrong once: never timed
+                        t = compare.time_module(module, inputs, op, expected, threads, repeat, min_repeat_ms)
+                        if "error" in t:  # never report a wrong kernel's speed
+                            row["errors"][f"tensortune_{view}"] = t["error"]
+                            seen.pop(f"tensortune_{view}", None)
+                        else:
+                            seen.setdefault(f"tensortune_{view}", []).append(task.flops / t["median_s"] / 1e9)
+
+                def theirs():
+                    for name, p in peer_lib.time_peers(peer_task, threads, repeat, min_repeat_ms).items():
+                        if "median_s" in p:
+                            seen.setdefault(name, []).append(peer_task.flops / p["median_s"] / 1e9)
+                        else:
+                            row["errors"][name] = p.get("unavailable") or p.get("error")
+
+                for part in ((ours, theirs) if rnd % 2 == 0 else (theirs, ours)):
+                    part()
+                if rnd == rounds - 1:
+                    _summarise_row(row, seen, rounds)
+                    print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
+                                      if k not in ("gflops", "rounds")}
+                                     | {"gflops": {k: round(v, 1) for k, v in row["gflops"].items()}}), flush=True)
+    return list(rows.values())
+
+
+def _build_views(key: str, out: Path, target) -> tuple[dict, object]:
+    """Each view's best logged kernel, built and checked inputs ready; and the task the peers compute."""
     from tensortune.autotvm.record import load_records, pick_best
     from tensortune.build import build
-    from tensortune.benchmarking.compare import time_module
-    from tensortune.benchmarking.peers import time_peers
 
-    rows = []
-    for key in keys:
-        tasks = tasks_of(key, target)
-        built = {}
-        for view, view_tasks in tasks.items():
-            found = [(rec, task) for k, task in enumerate(view_tasks)
-                     for rec in pick_best(load_records(log_path(out, key, view, k)),
-                                          workload=task.workload_key).values()]
-            if not found:
-                print(f"{key} {view}: no successful record in the log; tune it first")
-                continue
-            rec, task = min(found, key=lambda f: f[0].mean_cost)  # the view's template of fastest logged best
-            sch, op = task.instantiate(rec.config_index)
-            canonical = task.make_inputs(seed=0)
-            built[view] = (task, op, build(sch, list(op.args), task.target),
-                           task.kernel_inputs(rec.config_index, canonical),
-                           np.asarray(task.reference(canonical, rec.config_index)),
-                           rec.config_index)
-        peer_task = next(iter(tasks.values()))[0]
-        for threads in threads_list:
-            row = {"workload": key, "threads": threads, "flops": peer_task.flops, "gflops": {}, "errors": {}}
-            for view, (task, op, module, inputs, expected, idx) in built.items():
-                t = time_module(module, inputs, op, expected, threads, repeat, min_repeat_ms)
-                if "error" in t:  # never report a wrong kernel's speed
-                    row["errors"][f"tensortune_{view}"] = t["error"]
-                else:
-                    row["gflops"][f"tensortune_{view}"] = task.flops / t["median_s"] / 1e9
-                row.setdefault("configs", {})[view] = idx
-                row.setdefault("templates", {})[view] = task.name
-            for name, p in time_peers(peer_task, threads, repeat, min_repeat_ms).items():
-                if "median_s" in p:
-                    row["gflops"][name] = peer_task.flops / p["median_s"] / 1e9
-                else:
-                    row["errors"][name] = p.get("unavailable") or p.get("error")
-            peers = {k: v for k, v in row["gflops"].items() if k in PEERS}
-            if peers:
-                row["best_peer"] = max(peers, key=peers.get)
-                for k, v in list(row["gflops"].items()):
-                    if k.startswith("tensortune_"):
-                        row[f"ratio_{k[len('tensortune_'):]}"] = v / peers[row["best_peer"]]
-                if "numpy" in peers and "tensortune_matmul" in row["gflops"]:
-                    row["ratio_vs_numpy"] = row["gflops"]["tensortune_matmul"] / peers["numpy"]
-            rows.append(row)
-            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
-                              if k != "gflops"} | {"gflops": {k: round(v, 1) for k, v in row["gflops"].items()}}),
-                  flush=True)
-    return rows
+    tasks = tasks_of(key, target)
+    built = {}
+    for view, view_tasks in tasks.items():
+        found = [(rec, task) for k, task in enumerate(view_tasks)
+                 for rec in pick_best(load_records(log_path(out, key, view, k)), workload=task.workload_key).values()]
+        if not found:
+            print(f"{key} {view}: no successful record in the log; tune it first")
+            continue
+        rec, task = min(found, key=lambda f: f[0].mean_cost)  # the view's template of fastest logged best
+        sch, op = task.instantiate(rec.config_index)
+        canonical = task.make_inputs(seed=0)
+        built[view] = (task, op, build(sch, list(op.args), task.target),
+                       task.kernel_inputs(rec.config_index, canonical),
+                       np.asarray(task.reference(canonical, rec.config_index)), rec.config_index)
+    return built, next(iter(tasks.values()))[0]
+
+
+def _summarise_row(row: dict, seen: dict[str, list], rounds: int) -> None:
+    """Medians over the rounds (GFLOP/s; ratios paired within each round) into ``row``."""
+    full = {k: v for k, v in seen.items() if len(v) == rounds}  # a kernel that failed in some round is not compared
+    row["gflops"] = {k: float(np.median(v)) for k, v in full.items()}
+    row["rounds"] = {k: [round(x, 2) for x in v] for k, v in seen.items()}
+    peers = {k: v for k, v in row["gflops"].items() if k in PEERS}
+    if not peers:
+        return
+    best = row["best_peer"] = max(peers, key=peers.get)
+    for k in row["gflops"]:
+        if k.startswith("tensortune_"):
+            row[f"ratio_{k[len('tensortune_'):]}"] = float(np.median(np.divide(full[k], full[best])))
+    if "numpy" in peers and "tensortune_matmul" in full:
+        row["ratio_vs_numpy"] = float(np.median(np.divide(full["tensortune_matmul"], full["numpy"])))
 
 
 def cpu_model() -> str:
@@ -196,11 +232,14 @@ def _fmt(v, spec=".0f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def markdown(rows: list[dict], summary: dict, peaks: dict, command: str, machine: str) -> str:
+def markdown(rows: list[dict], summary: dict, peaks: dict, command: str, machine: str, rounds: int = 1) -> str:
     cols = ["tensortune_nchw", "tensortune_packed", "tensortune_matmul", *PEERS]
     head = {"tensortune_nchw": "tt NCHW", "tensortune_packed": "tt packed", "tensortune_matmul": "tt",
             "torch": "torch NCHW", "torch_channels_last": "torch CL", "onnxruntime": "onnxruntime", "numpy": "numpy"}
     lines = [f"Command: `{command}`", "", f"Machine: {machine}", ""]
+    if rounds > 1:
+        lines += [f"Timed in {rounds} rounds over all workloads, tuned kernels and peers alternating first: GFLOP/s "
+                  "are medians over the rounds, ratios the medians of the ratios within each round.", ""]
     for t in sorted({r["threads"] for r in rows}, reverse=True):
         peak = peaks[t]
         lines += [f"**{t} thread{'s' if t > 1 else ''}** (GFLOP/s, median; FMA peak of the target's vectors "
@@ -283,6 +322,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--min-repeat-ms", type=float, default=20.0)
+    p.add_argument("--rounds", type=int, default=3, help="time everything this many times, round after round "
+                   "(medians over rounds; default 3)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--skip-tune", action="store_true", help="only time what the logs hold")
     p.add_argument("--png", help="bar chart (default docs/figures/vs_libraries_<isa>.png)")
@@ -292,6 +333,8 @@ def main() -> None:
     from tensortune.benchmarking.peak import fma_peak_gflops
     from tensortune.target import Target
 
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     target = Target.parse(args.target)
     keys = tuple(args.workloads or (QUICK if args.quick else CONVS + MATMULS))
     if args.few_divisors:
@@ -301,15 +344,16 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     if not args.skip_tune:
         tune_all(keys, trials, out, args.history, args.batch_size, target)
-    rows = time_all(keys, out, args.threads, args.repeat, args.min_repeat_ms, target)
+    rows = time_all(keys, out, args.threads, args.repeat, args.min_repeat_ms, target, args.rounds)
     peaks = {t: fma_peak_gflops(target, t) for t in args.threads}
     summary = summarise(rows, args.threads)
     command = "python benchmarks/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     machine = f"{cpu_model()}; target `{target}` ({target.isa.value}); {os.cpu_count()} cores"
-    text = markdown(rows, summary, peaks, command, machine)
+    text = markdown(rows, summary, peaks, command, machine, args.rounds)
     print(text)
     if args.json:
         write_json(args.json, {"rows": rows, "summary": {str(k): v for k, v in summary.items()}, "trials": trials,
+                               "rounds": args.rounds,
                                "target": str(target), "machine": machine,
                                "fma_peak_gflops": {str(k): v for k, v in peaks.items()}})
     if args.benchmarks_md:

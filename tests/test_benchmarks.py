@@ -183,3 +183,35 @@ def test_pretrain_holds_a_shape_out_in_every_template_and_saves_a_loadable_model
     assert info["records"] == 12 and info["workloads"] == [tasks[0].workload_key]  # both conv templates left out
     model = load_pretrained(out)
     assert model is not None and model.metadata["records"] == "12" and model.metadata["rounds"] == "5"
+
+
+def test_vs_libraries_times_in_rounds_and_pairs_ratios_within_each_round(script, monkeypatch, tmp_path):
+    vs_libraries = script("vs_libraries")
+    host = tt_target.Target.host()
+    (task,) = vs_libraries.tasks_of("matmul:512", host)["matmul"]
+    index = next(i for i in range(len(task.space)) if task.space.is_valid(i))
+    append_records(vs_libraries.log_path(tmp_path, "matmul:512", "matmul"),
+                   [(MeasureInput(task, index), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1))])
+    import tensortune.benchmarking.compare as compare
+    import tensortune.benchmarking.peers as peers
+
+    ours, theirs, calls = iter([1e-3, 2e-3, 1e-3]), iter([2e-3, 4e-3, 3e-3]), []
+    monkeypatch.setattr(compare, "time_module", lambda *a: calls.append("tt") or {"median_s": next(ours)})
+    monkeypatch.setattr(peers, "time_peers", lambda *a: calls.append("peers") or
+                        {"numpy": {"median_s": next(theirs)}, "torch": {"unavailable": "not installed"}})
+    (row,) = vs_libraries.time_all(["matmul:512"], tmp_path, [2], 3, 1.0, host, rounds=3)
+    assert calls == ["tt", "peers", "peers", "tt", "tt", "peers"]  # who goes first alternates
+    g = task.flops / 1e9
+    assert row["gflops"] == pytest.approx({"tensortune_matmul": g / 1e-3, "numpy": g / 3e-3})  # medians
+    assert row["rounds"]["numpy"] == pytest.approx([round(g / s, 2) for s in (2e-3, 4e-3, 3e-3)])
+    # ratios within each round are 2, 2 and 3: the median is 2 (the ratio of the medians would be 3)
+    assert row["ratio_matmul"] == pytest.approx(2.0) and row["ratio_vs_numpy"] == pytest.approx(2.0)
+    assert row["errors"] == {"torch": "not installed"} and row["best_peer"] == "numpy"
+
+
+def test_vs_libraries_rejects_zero_rounds(script, monkeypatch, capsys):
+    vs_libraries = script("vs_libraries")
+    monkeypatch.setattr(sys, "argv", ["vs_libraries.py", "--rounds", "0", "--skip-tune"])
+    with pytest.raises(SystemExit):
+        vs_libraries.main()
+    assert "--rounds must be at least 1" in capsys.readouterr().err
