@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
 
     n = sub.add_parser("bench", help="time the best kernels of a log against the default schedule and peers",
-                       description="Build the best config of each workload, check it against the numpy reference, "
+                       description="Build the best config of each workload (with --top K: the fastest of its K fastest "
+                                   "configs, timed again), check it against the numpy reference, "
                                    "and time it against the operator's default tensortune schedule and peer "
                                    "libraries (numpy.matmul; PyTorch and onnxruntime convolutions when installed). "
                                    "Same protocol for all: one warm-up call, then --repeat timings of at least "
@@ -164,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
     n.add_argument("--threads", type=_positive, help="threads for every kernel (default: all usable cores)")
     n.add_argument("--repeat", type=_positive, default=15, help="timed repeats; the median is reported (default 15)")
+    n.add_argument("--top", type=_positive, default=1, metavar="K",
+                   help="time the K fastest configs of each workload in the log again and bench the fastest of them "
+                        "(the tuner's best is the luckiest of many short measurements; default 1: the logged best)")
     n.add_argument("--json", action="store_true", help="print one JSON object")
 
     w = sub.add_parser("worker", help="serve this machine as a measuring device of a Dask cluster",
@@ -518,10 +522,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           "only emulate (its timings would mean nothing); run bench on a machine of that "
                           "architecture", UserWarning, "", 0)
             continue
-        kernels = compare_kernels(b.task, b.record.config_index, threads, args.repeat, MIN_REPEAT_MS)
+        index, retimed = b.record.config_index, None
+        if args.top > 1:
+            index, retimed = _retime_top(args.log, b.task, args.top, threads)
+        kernels = compare_kernels(b.task, index, threads, args.repeat, MIN_REPEAT_MS)
         report["workloads"].append({"workload": catalog.name_of(b.task), "task": str(b.task),
-                                    "config_index": b.record.config_index, "flops": b.task.flops,
-                                    "kernels": kernels})
+                                    "config_index": index, "flops": b.task.flops, "kernels": kernels}
+                                   | ({"retimed": retimed} if retimed else {}))
         if "error" in kernels["tensortune"]:
             status = EXIT_FAILED
     if not report["workloads"]:
@@ -531,6 +538,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         _print_bench(report)
     return status
+
+
+def _retime_top(log: str, task, k: int, threads: int) -> tuple[int, list[dict]]:
+    """The fastest, timed again, of the ``k`` fastest configs of ``task`` in ``log``; and each one's figures."""
+    from .autotvm.record import load_records, top_records
+    from .benchmarking.compare import fastest_of
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading the log already reported its warnings
+        records = top_records(load_records(log), task, k)
+    entries = fastest_of([(task, r.config_index) for r in records], threads)
+    retimed = [{"config_index": r.config_index, "logged_gflops": task.flops / r.mean_cost / 1e9}
+               | ({"gflops": task.flops / e["median_s"] / 1e9} if "median_s" in e else {"error": e["error"]})
+               for r, e in zip(records, entries)]
+    timed = [e for e in entries if "median_s" in e]
+    index = min(timed, key=lambda e: e["median_s"])["config_index"] if timed else records[0].config_index
+    return index, retimed
 
 
 _KERNEL_LABELS = {"tensortune": "tensortune, tuned", "tensortune_default": "tensortune, default schedule",
@@ -545,6 +569,10 @@ def _print_bench(report: dict) -> None:
         print()
         name = f"{w['workload']}  " if w["workload"] else ""
         print(f"{name}{w['task']}  (config #{w['config_index']}, {w['flops'] / 1e6:.1f} MFLOP)")
+        if "retimed" in w:
+            print(f"  chosen among the log's {len(w['retimed'])} fastest configs, timed again (GFLOP/s logged -> now): "
+                  + ", ".join(f"#{r['config_index']} {r['logged_gflops']:.1f} -> "
+                              + (f"{r['gflops']:.1f}" if "gflops" in r else "failed") for r in w["retimed"]))
         print(f"  {'kernel':<30} {'GFLOP/s':>9} {'time/call':>11} {'tuned speedup':>14}")
         for key, k in w["kernels"].items():
             label = _KERNEL_LABELS.get(key, key)

@@ -214,4 +214,37 @@ def test_vs_libraries_rejects_zero_rounds(script, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["vs_libraries.py", "--rounds", "0", "--skip-tune"])
     with pytest.raises(SystemExit):
         vs_libraries.main()
-    assert "--rounds must be at least 1" in capsys.readouterr().err
+    assert "--rounds and --top must be at least 1" in capsys.readouterr().err
+
+
+def test_vs_libraries_chooses_among_the_top_logged_configs_by_timing_them_again(script, monkeypatch, tmp_path):
+    vs_libraries = script("vs_libraries")
+    host = tt_target.Target.host()
+    (task,) = vs_libraries.tasks_of("matmul:512", host)["matmul"]
+    valid = [i for i in range(0, len(task.space), 997) if task.space.is_valid(i)][:4]
+    logged = dict(zip(valid, (1e-3, 2e-3, 3e-3, 4e-3)))  # the log's order: valid[0] fastest
+    append_records(vs_libraries.log_path(tmp_path, "matmul:512", "matmul"),
+                   [(MeasureInput(task, i), MeasureResult((s,), ErrorKind.NONE, "", 0.1)) for i, s in logged.items()])
+    import tensortune.benchmarking.compare as compare
+    import tensortune.benchmarking.peers as peers
+
+    retimed = {valid[0]: 3e-3, valid[1]: 1e-3, valid[2]: None}  # timed again, the second is fastest; one fails
+    seen = []
+
+    def fastest_of(candidates, threads):
+        seen.append(([i for _, i in candidates], threads))
+        return [{"task": t, "config_index": i} | ({"median_s": retimed[i]} if retimed[i] else {"error": "wrong"})
+                for t, i in candidates]
+
+    monkeypatch.setattr(compare, "fastest_of", fastest_of)
+    monkeypatch.setattr(compare, "time_module", lambda *a: {"median_s": 1e-3})
+    monkeypatch.setattr(peers, "time_peers", lambda *a: {"numpy": {"median_s": 1e-3}})
+    row, row2 = vs_libraries.time_all(["matmul:512"], tmp_path, [1, 2], 3, 1.0, host, top=3)
+    assert row2["configs"] == row["configs"] and row2["retimed"] == row["retimed"]  # chosen once, for every row
+    assert seen == [(valid[:3], 2)]  # the three fastest logged, timed on the most threads
+    assert row["configs"] == {"matmul": valid[1]}
+    g = task.flops / 1e9
+    assert row["retimed"]["matmul"] == [
+        {"template": "matmul", "config": valid[0], "logged_gflops": pytest.approx(g / 1e-3), "gflops": pytest.approx(g / 3e-3)},
+        {"template": "matmul", "config": valid[1], "logged_gflops": pytest.approx(g / 2e-3), "gflops": pytest.approx(g / 1e-3)},
+        {"template": "matmul", "config": valid[2], "logged_gflops": pytest.approx(g / 3e-3), "error": "wrong"}]

@@ -137,6 +137,40 @@ def test_bench_never_times_a_wrong_kernel(tuned, capsys, monkeypatch):
     assert list(w["kernels"]) == ["tensortune"]  # nothing timed
 
 
+def test_bench_top_times_the_fastest_logged_configs_again_and_benches_the_fastest(tuned, capsys):
+    log, _, (_, records) = tuned
+    code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "2", "--threads", "1", "--top", "3")
+    assert code == 0
+    (w,) = json.loads(out)["workloads"]
+    logged = sorted((r for r in records if r.ok), key=lambda r: r.mean_cost)
+    assert [r["config_index"] for r in w["retimed"]] == [r.config_index for r in logged[:3]]
+    assert [r["logged_gflops"] for r in w["retimed"]] == pytest.approx([2 * 32 ** 3 / r.mean_cost / 1e9
+                                                                        for r in logged[:3]])
+    assert all(r["gflops"] > 0 for r in w["retimed"])
+    assert w["config_index"] == max(w["retimed"], key=lambda r: r["gflops"])["config_index"]
+    code, out, _ = run(capsys, "bench", str(log), "--repeat", "2", "--threads", "1", "--top", "2")
+    assert code == 0 and "chosen among the log's 2 fastest configs, timed again" in out
+
+
+def test_fastest_of_reports_a_wrong_or_unbuildable_config_and_never_picks_it(tuned, monkeypatch):
+    from tensortune.benchmarking.compare import fastest_of
+
+    _, _, (_, records) = tuned
+    task = create_task("matmul", {"M": 32, "N": 32, "K": 32})
+    ok = [r.config_index for r in records if r.ok][:2]
+    real = Task.reference
+    monkeypatch.setattr(Task, "reference", lambda self, canonical, config=None:
+                        real(self, canonical, config) + (config == ok[1]))  # the second config looks wrong
+    entries = fastest_of([(task, ok[0]), (task, ok[1]), (task, len(task.space) + 5)], threads=1, passes=2, repeat=2,
+                         min_repeat_ms=1.0)
+    assert [e["config_index"] for e in entries] == [ok[0], ok[1], len(task.space) + 5]
+    assert entries[0]["median_s"] == min(entries[0]["passes_s"]) and len(entries[0]["passes_s"]) == 2
+    assert "wrong answer" in entries[1]["error"] and "median_s" not in entries[1]
+    assert "error" in entries[2] and "median_s" not in entries[2]
+    with pytest.raises(ValueError, match="passes and repeat must be at least 1"):
+        fastest_of([(task, ok[0])], threads=1, passes=0)
+
+
 def test_conv_peers_are_timed_or_reported_missing():
     """PyTorch / onnxruntime (optional): either a correct, timed peer or 'not installed', never an error."""
     for task in (create_task("conv2d", {"IC": 8, "OC": 16, "H": 6, "W": 6, "K": 3, "pad": 1}),

@@ -16,7 +16,7 @@ import tensortune as tt
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import (RECORD_VERSION, LogError, Record, RecordWarning, SkippedLineWarning,
                                        append_records, apply_best, best_records, build_best, load_records,
-                                       pick_best, task_records)
+                                       pick_best, task_records, top_records)
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import matmul_template
 from tensortune.target import ISA, Target
@@ -365,3 +365,23 @@ def test_best_records_errors_and_warnings(tmp_path):
     with pytest.warns(RecordWarning, match="skipping workload .*matmul_from_the_future"):
         (only,) = best_records(unknown)
     assert only.task == task(32)
+
+
+def test_top_records_are_the_fastest_successful_ones_one_per_config(tmp_path):
+    task = Task(matmul_template, (16, 16, 16), Target.host())
+    valid = [i for i in range(len(task.space)) if task.space.is_valid(i)][:4]
+    ok = lambda s: MeasureResult((s,), ErrorKind.NONE, "", 0.1)
+    pairs = [(MeasureInput(task, valid[0]), ok(3e-6)), (MeasureInput(task, valid[1]), ok(1e-6)),
+             (MeasureInput(task, valid[0]), ok(2e-6)),  # measured again: its faster record counts
+             (MeasureInput(task, valid[2]), MeasureResult((), ErrorKind.RUNTIME_CRASH, "crash", 0.1)),
+             (MeasureInput(task, valid[3]), ok(5e-6))]
+    other = Task(matmul_template, (8, 8, 8), Target.host())
+    pairs.append((MeasureInput(other, 0), ok(1e-9)))  # another workload
+    log = tmp_path / "log.json"
+    append_records(log, pairs)
+    records = load_records(log)
+    assert [(r.config_index, r.mean_cost) for r in top_records(records, task, 2)] == [(valid[1], 1e-6),
+                                                                                    (valid[0], 2e-6)]
+    assert [r.config_index for r in top_records(records, task, 10)] == [valid[1], valid[0], valid[3]]
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        top_records(records, task, 0)

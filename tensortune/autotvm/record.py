@@ -324,6 +324,23 @@ def task_records(records: Iterable[Record], task: Task) -> list[Record]:
     return out
 
 
+def top_records(records: Iterable[Record], task: Task, k: int) -> list[Record]:
+    """The ``k`` fastest successful records of ``task`` (see ``task_records``), one per config, fastest first.
+
+    A tuner's best is the maximum of many noisy measurements, so it is biased towards the luckiest; timing
+    the few fastest again, longer (``benchmarking.compare.fastest_of``), tells them apart.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    out: dict[int, Record] = {}
+    for r in sorted((r for r in task_records(records, task) if r.ok and math.isfinite(r.mean_cost)),
+                    key=lambda r: r.mean_cost):
+        out.setdefault(r.config_index, r)
+        if len(out) == k:
+            break
+    return list(out.values())
+
+
 def apply_best(path: PathLike, task: Task) -> tuple[Schedule, Operator]:
     """The schedule of the best config the log holds for ``task``, and its operator.
 

@@ -2,12 +2,14 @@
 
 ``compare_kernels`` builds the config a log chose, checks it against the numpy reference, times it,
 then times the operator's default tensortune schedule and the peers (``peers.time_peers``, in a child
-process) on the same inputs. A wrong kernel is reported, never timed.
+process) on the same inputs. A wrong kernel is reported, never timed. ``fastest_of`` times a few
+configs again (a log's fastest few, ``record.top_records``) to pick the one that is fastest when timed
+as a user times it, rather than the luckiest of the tuner's short measurements.
 """
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -69,3 +71,43 @@ def compare_kernels(task: Task, config_index: int, threads: int, repeat: int,
             k["gflops"] = task.flops / k["median_s"] / 1e9
             k["tuned_speedup"] = k["median_s"] / timed["median_s"]
     return kernels
+
+
+def fastest_of(candidates: Sequence[tuple[Task, int]], threads: int, passes: int = 2, repeat: int = 5,
+               min_repeat_ms: float = 20.0) -> list[dict[str, Any]]:
+    """Time each (task, config index) again, in ``passes`` passes over all of them (each pass in the other
+    order), and return one entry per candidate, in the given order: ``{"task", "config_index", "median_s",
+    "passes_s"}`` (``median_s`` the fastest pass's median: a busy machine only ever slows a kernel down) or
+    ``{"task", "config_index", "error"}`` for a config that is wrong or fails to build. The fastest is
+    ``min(entries with "median_s", key=median_s)``.
+    """
+    if passes < 1 or repeat < 1:
+        raise ValueError(f"passes and repeat must be at least 1, got {passes} and {repeat}")
+    entries: list[dict[str, Any]] = []
+    ready = []
+    for task, index in candidates:
+        entry: dict[str, Any] = {"task": task, "config_index": index}
+        entries.append(entry)
+        try:
+            sch, op = task.instantiate(index)
+            canonical = task.make_inputs(seed=0)
+            module = build(sch, list(op.args), task.target)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot be built is reported, not raised
+            entry["error"] = f"{type(e).__name__}: {e}"
+            continue
+        ready.append((entry, module, task.kernel_inputs(index, canonical), op,
+                      np.asarray(task.reference(canonical, index))))
+    for p in range(passes):
+        for entry, module, inputs, op, expected in (ready if p % 2 == 0 else ready[::-1]):
+            if "error" in entry:
+                continue
+            t = time_module(module, inputs, op, expected, threads, repeat, min_repeat_ms)
+            if "error" in t:
+                entry["error"] = t["error"]
+                entry.pop("passes_s", None)
+            else:
+                entry.setdefault("passes_s", []).append(t["median_s"])
+    for entry in entries:
+        if "passes_s" in entry:
+            entry["median_s"] = min(entry["passes_s"])
+    return entries
