@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..build import build
+from ..errors import TensortuneError
 from ..ops.operator import check_output
 from .peers import plain_operator, time_peers
 
@@ -92,7 +93,7 @@ def fastest_of(candidates: Sequence[tuple[Task, int]], threads: int, passes: int
             sch, op = task.instantiate(index)
             canonical = task.make_inputs(seed=0)
             module = build(sch, list(op.args), task.target)
-        except Exception as e:  # noqa: BLE001 - a candidate that cannot be built is reported, not raised
+        except TensortuneError as e:  # a config outside the space, or one the compiler rejects: reported
             entry["error"] = f"{type(e).__name__}: {e}"
             continue
         ready.append((entry, module, task.kernel_inputs(index, canonical), op,
