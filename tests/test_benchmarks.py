@@ -207,6 +207,11 @@ def test_vs_libraries_times_in_rounds_and_pairs_ratios_within_each_round(script,
     # ratios within each round are 2, 2 and 3: the median is 2 (the ratio of the medians would be 3)
     assert row["ratio_matmul"] == pytest.approx(2.0) and row["ratio_vs_numpy"] == pytest.approx(2.0)
     assert row["errors"] == {"torch": "not installed"} and row["best_peer"] == "numpy"
+    # each kernel's fastest round: 1 ms against 2 ms
+    assert row["gflops_best"] == pytest.approx({"tensortune_matmul": g / 1e-3, "numpy": g / 2e-3})
+    assert row["best_ratio_matmul"] == pytest.approx(2.0)
+    summary = vs_libraries.summarise([row], [2])[2]
+    assert summary["best_of_rounds_geomean_packed"] is None  # no convolution rows
 
 
 def test_vs_libraries_rejects_zero_rounds(script, monkeypatch, capsys):
@@ -248,3 +253,16 @@ def test_vs_libraries_chooses_among_the_top_logged_configs_by_timing_them_again(
         {"template": "matmul", "config": valid[0], "logged_gflops": pytest.approx(g / 1e-3), "gflops": pytest.approx(g / 3e-3)},
         {"template": "matmul", "config": valid[1], "logged_gflops": pytest.approx(g / 2e-3), "gflops": pytest.approx(g / 1e-3)},
         {"template": "matmul", "config": valid[2], "logged_gflops": pytest.approx(g / 3e-3), "error": "wrong"}]
+
+
+def test_vs_libraries_markdown_reports_the_best_of_rounds_geomean(script):
+    vs_libraries = script("vs_libraries")
+    rows = [{"workload": f"resnet18:C{i}", "threads": 2, "gflops": {"tensortune_nchw": 90.0, "onnxruntime": 100.0},
+             "best_peer": "onnxruntime", "ratio_nchw": 0.9, "ratio_packed": r, "best_ratio_nchw": 0.8,
+             "best_ratio_packed": b} for i, (r, b) in enumerate(((1.0, 2.0), (1.0, 0.5)), 1)]
+    summary = vs_libraries.summarise(rows, [2])
+    assert summary[2]["best_of_rounds_geomean_packed"] == pytest.approx(1.0)
+    assert summary[2]["best_of_rounds_geomean_nchw"] == pytest.approx(0.8)
+    text = vs_libraries.markdown(rows, summary, {2: 200.0}, "cmd", "machine", rounds=3)
+    assert "fastest round of any peer (the least disturbed timings), geometric mean over C1-C12: NCHW view 0.80, " \
+           "packed view 1.00." in text
