@@ -174,8 +174,7 @@ def _build_views(key: str, out: Path, target, top: int = 1, threads: int = 1) ->
     best is the luckiest of many short measurements.
     """
     from tensortune.autotvm.record import load_records, top_records
-    from tensortune.benchmarking.compare import fastest_of
-    from tensortune.build import build
+    from tensortune.benchmarking.compare import build_config, fastest_of
 
     tasks = tasks_of(key, target)
     built, retimed = {}, {}
@@ -197,10 +196,8 @@ def _build_views(key: str, out: Path, target, top: int = 1, threads: int = 1) ->
             if timed:
                 best = min(timed, key=lambda e: e["median_s"])
                 task, index = best["task"], best["config_index"]
-        sch, op = task.instantiate(index)
-        canonical = task.make_inputs(seed=0)
-        built[view] = (task, op, build(sch, list(op.args), task.target), task.kernel_inputs(index, canonical),
-                       np.asarray(task.reference(canonical, index)), index)
+        module, op, inputs, expected = build_config(task, index)
+        built[view] = (task, op, module, inputs, expected, index)
     return built, next(iter(tasks.values()))[0], retimed
 
 

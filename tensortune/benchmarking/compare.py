@@ -4,7 +4,8 @@
 then times the operator's default tensortune schedule and the peers (``peers.time_peers``, in a child
 process) on the same inputs. A wrong kernel is reported, never timed. ``fastest_of`` times a few
 configs again (a log's fastest few, ``record.top_records``) to pick the one that is fastest when timed
-as a user times it, rather than the luckiest of the tuner's short measurements.
+as a user times it, rather than the luckiest of the tuner's short measurements. ``build_config`` builds
+one config with its checked inputs, for both and for the benchmark scripts.
 """
 from __future__ import annotations
 
@@ -44,6 +45,17 @@ def time_module(module: Module, inputs: list[np.ndarray], op: Operator, expected
     return {"median_s": t.median, "runs_s": list(t.results)}
 
 
+def build_config(task: Task, config_index: int, canonical: list[np.ndarray] | None = None
+                 ) -> tuple[Module, Operator, list[np.ndarray], np.ndarray]:
+    """Config ``config_index`` of ``task`` built, with what ``time_module`` takes: ``(module, operator, kernel
+    inputs, expected output)`` for the canonical inputs (default: ``task.make_inputs(seed=0)``)."""
+    if canonical is None:
+        canonical = task.make_inputs(seed=0)
+    sch, op = task.instantiate(config_index)
+    return (build(sch, list(op.args), task.target), op, task.kernel_inputs(config_index, canonical),
+            np.asarray(task.reference(canonical, config_index)))
+
+
 def compare_kernels(task: Task, config_index: int, threads: int, repeat: int,
                     min_repeat_ms: float) -> dict[str, dict[str, Any]]:
     """Timings of config ``config_index`` of ``task`` ("tensortune"), of the default schedule of the plain
@@ -54,10 +66,8 @@ def compare_kernels(task: Task, config_index: int, threads: int, repeat: int,
     gives a wrong answer, it is the only entry (with its ``error``).
     """
     canonical = task.make_inputs(seed=0)
-    sch, op = task.instantiate(config_index)
-    tuned = build(sch, list(op.args), task.target)
-    expected = np.asarray(task.reference(canonical, config_index))
-    timed = time_module(tuned, task.kernel_inputs(config_index, canonical), op, expected, threads, repeat, min_repeat_ms)
+    tuned, op, inputs, expected = build_config(task, config_index, canonical)
+    timed = time_module(tuned, inputs, op, expected, threads, repeat, min_repeat_ms)
     kernels = {"tensortune": timed}
     if "error" in timed:  # never report a wrong kernel's speed
         return kernels
@@ -90,16 +100,11 @@ def fastest_of(candidates: Sequence[tuple[Task, int]], threads: int, passes: int
         entry: dict[str, Any] = {"task": task, "config_index": index}
         entries.append(entry)
         try:
-            sch, op = task.instantiate(index)
-            canonical = task.make_inputs(seed=0)
-            module = build(sch, list(op.args), task.target)
+            ready.append((entry, *build_config(task, index)))
         except TensortuneError as e:  # a config outside the space, or one the compiler rejects: reported
             entry["error"] = f"{type(e).__name__}: {e}"
-            continue
-        ready.append((entry, module, task.kernel_inputs(index, canonical), op,
-                      np.asarray(task.reference(canonical, index))))
     for p in range(passes):
-        for entry, module, inputs, op, expected in (ready if p % 2 == 0 else ready[::-1]):
+        for entry, module, op, inputs, expected in (ready if p % 2 == 0 else ready[::-1]):
             if "error" in entry:
                 continue
             t = time_module(module, inputs, op, expected, threads, repeat, min_repeat_ms)
