@@ -64,8 +64,8 @@ def test_a_knob_added_later_gives_old_configs_its_legacy_value():
 
 
 @pytest.mark.parametrize("template,args,knobs", [
-    (CONV_TEMPLATE, (1, 32, 9, 9, 16, 3, 1, 1), ("block_in", "block_out")),
-    ("depthwise_conv2d_nchwc_packed", (1, 32, 9, 9, 3, 2, 1), ("block",)),
+    (CONV_TEMPLATE, (1, 4 * LANES, 9, 9, 2 * LANES, 3, 1, 1), ("block_in", "block_out")),
+    ("depthwise_conv2d_nchwc_packed", (1, 2 * LANES, 9, 9, 3, 2, 1), ("block",)),
 ])
 def test_every_block_of_the_packed_templates_equals_numpy(template, args, knobs):
     task = Task(TEMPLATES[template], args, HOST)
@@ -137,7 +137,7 @@ def test_relayouts_cost_what_a_block_saves(resnet, tmp_path, monkeypatch):
     rng = random.Random(2)
     pairs = []
     for t in tasks:
-        for bo in {LANES, 2 * LANES} if t.task.args[4] % (2 * LANES) == 0 else {LANES}:
+        for bo in [e.val for e in t.task.space.knobs["block_out"].entities]:
             first = t.task.space.knobs["block_in"].entities[0].val  # the default (all 3 channels of an RGB input)
             pairs.append(_record(t.task, valid_with(t.task, rng, block_in=first, block_out=bo),
                                  rng.uniform(1, 2) * 1e-3))

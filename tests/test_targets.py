@@ -105,3 +105,32 @@ def test_default_schedules_build_and_equal_numpy_on_every_runnable_target(make, 
     if target.isa is not ISA.SCALAR and make not in ("conv2d", "depthwise"):  # those vectorize short rows
         assert f"vector_size({target.vector_bytes})" in module.source  # channel blocks of whole vectors
     assert f"vector_size({2 * target.vector_bytes})" not in module.source  # never wider than the target
+
+
+@pytest.mark.parametrize("channels, lanes, block", [
+    (64, 16, 16), (64, 8, 8), (3, 16, 3), (24, 16, 24),  # one vector; all channels when they fit 4 vectors
+    (1000, 16, 40), (1000, 8, 8), (100, 8, 20), (100, 16, 50), (997, 16, 1),  # the divisor whose vectors are fullest
+])
+def test_default_block_of_channels_that_do_not_divide_into_vectors(channels, lanes, block):
+    assert ops.default_block(channels, lanes) == block
+    assert ops.packed_blocks(channels, 64, lanes) == (block, lanes if 64 % lanes == 0 else 64)
+
+
+@pytest.mark.parametrize("target_name", list(TARGETS))
+def test_a_1000_class_classifier_tunes_on_every_target(target_name):
+    """A network's final Gemm runs as a 1x1 convolution with 1000 output channels, which do not divide into 16-float
+    vectors: its space must still hold register tiles that fit (on AVX-512 it held none when all 1000 channels
+    formed one block), and on a target this machine runs its configs equal numpy."""
+    target = TARGETS[target_name]
+    task = Task(TEMPLATES["conv2d_nchwc_packed"], (1, 512, 1, 1, 1000, 1, 1, 0), target)
+    assert len(task.space) > 0
+    runnable = {t.isa for t in runnable_targets()}
+    canonical = task.make_inputs(0)
+    for index in task.space.sample(4, random.Random(7)):
+        sch, op = task.instantiate(index)
+        lanes = target.lanes("float32")
+        assert accumulator_vectors(tt.lower(sch, list(op.args)), lanes) + 2 <= target.vector_registers
+        if target.isa in runnable and target.arch == Target.host().arch:
+            out = np.full(op.output.shape, np.nan, np.float32)
+            tt.build(sch, op.args, target=target)(*task.kernel_inputs(index, canonical), out)
+            np.testing.assert_allclose(out, task.reference(canonical, index), rtol=1e-4, atol=1e-4)

@@ -16,14 +16,12 @@ from __future__ import annotations
 from ...ops import (Operator, Part, block_choices, conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack,
                     depthwise_conv2d_nchwc, packed_blocks)
 from ...ops.conv import conv_out_size
+from ...ops.conv_packed import MAX_BLOCK_VECTORS
 from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
 from ...schedule import Axis, Schedule, StageHandle, create_schedule
 from ...target import Target
 from ..space import SplitEntity
 from ..task import template
-
-MAX_BLOCK_VECTORS = 4  # widest channel block of the register tile, in vector registers
-
 
 def _vectors(channels: int, lanes: int) -> int:
     return -(-channels // lanes)

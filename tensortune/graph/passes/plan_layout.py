@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Union
 
-from ...ops import packed_blocks
+from ...ops import default_block
 from ..ir import PLAIN, Graph, GraphBuilder, Layout, Node
 from ..ops import LRN, Binary, Concat, Conv, Pool, Relayout, Unary
 
@@ -23,8 +23,8 @@ Blocks = Union[Mapping[str, int], Callable[[Graph, int], Mapping[str, int]]]
 
 
 def channel_block(channels: int, lanes: int) -> int:
-    """The default block of ``channels`` in the NCHW[x]c layout (what ``ops.packed_blocks`` gives the convolutions)."""
-    return packed_blocks(channels, channels, lanes)[0]
+    """The default block of ``channels`` in the NCHW[x]c layout (``ops.default_block``, as the convolutions have)."""
+    return default_block(channels, lanes)
 
 
 def whole_groups(conv: Conv, channels: int, block: int) -> bool:
