@@ -94,7 +94,8 @@ def test_tuned_config_with_other_channel_blocks_is_left_out(tmp_path):
     tasks = [t.task for t in extract_tasks(graph, target)]
     _log(tmp_path / "log.jsonl", [tasks[1]])
     choose = TunedKernels(tmp_path / "log.jsonl", target)
-    with pytest.warns(TunedLayoutWarning, match="block channels by 8/8, the network.s layout by 4/4"):
+    lanes = target.lanes("float32")
+    with pytest.warns(TunedLayoutWarning, match=f"block channels by {lanes}/{lanes}, the network.s layout by 4/4"):
         program = build_program(graph, target, choose)
     assert not choose.applied and not any(k.template for k in program.kernels)
 
