@@ -23,6 +23,7 @@ from ...target import Target
 from ..space import SplitEntity
 from ..task import template
 
+
 def _vectors(channels: int, lanes: int) -> int:
     return -(-channels // lanes)
 

@@ -13,10 +13,11 @@ unrolled: that is what folds their constants.
 from __future__ import annotations
 
 from ...ops import packed_blocks
+from ...ops.conv_packed import MAX_BLOCK_VECTORS
 from ...ops.winograd import (ProductLoop, WinogradPlan, check_winograd_shape, conv2d_winograd_nchwc,
                              schedule_winograd, winograd_tiles)
 from ..task import template
-from .conv2d import MAX_BLOCK_VECTORS, fits_registers
+from .conv2d import fits_registers
 
 #: output tile sizes m the template chooses from
 TILE_SIZES = (2, 4, 6)
