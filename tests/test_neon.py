@@ -46,7 +46,8 @@ EMULATED = is_foreign(NEON)
 TOOLS = CROSS_TOOLS["aarch64"]
 MISSING = [pkg for name, pkg in ((TOOLS.compiler, TOOLS.compiler_package), (TOOLS.emulator, TOOLS.emulator_package))
            if EMULATED and shutil.which(name) is None]
-PACKAGES = f"{TOOLS.compiler_package} and {TOOLS.emulator_package}"
+MISSING += [TOOLS.libc_package] if EMULATED and not Path(TOOLS.sysroot, "lib", "crti.o").is_file() else []
+PACKAGES = f"{TOOLS.compiler_package}, {TOOLS.libc_package} and {TOOLS.emulator_package}"
 needs_tools = pytest.mark.skipif(bool(MISSING), reason=f"running aarch64 kernels here needs Debian's {PACKAGES} "
                                                        f"(missing: {', '.join(MISSING)}; `.ci/run` installs them)")
 only_emulated = pytest.mark.skipif(not EMULATED, reason="this machine is aarch64: nothing is emulated")
@@ -265,6 +266,17 @@ def test_cross_compiler_is_chosen_by_the_target(monkeypatch):
     assert find_compiler(Target.host()).path != cross.path  # CC and the cross compiler are separate settings
     source = "int f(void) { return 1; }\n"
     assert compile_shared(source, NEON) != compile_shared(source, Target.host())  # the compiler is in the key
+
+
+@only_emulated
+@pytest.mark.skipif(shutil.which(TOOLS.compiler) is None, reason=f"needs {TOOLS.compiler_package}")
+def test_a_cross_compiler_without_its_c_library_is_a_typed_error(monkeypatch, tmp_path):
+    """Debian installs the target's C library (crti.o, libm) only as a recommendation of the cross compiler; without
+    it every kernel fails to link, so finding the compiler says what to install instead."""
+    monkeypatch.delenv("TENSORTUNE_CC_AARCH64", raising=False)
+    monkeypatch.setitem(CROSS_TOOLS, "aarch64", dataclasses.replace(TOOLS, sysroot=str(tmp_path)))
+    with pytest.raises(CompilerNotFoundError, match=f"cannot link.*apt-get install {TOOLS.libc_package}"):
+        find_compiler(NEON)
 
 
 @only_emulated

@@ -20,12 +20,13 @@ class CrossTools:
     emulator: str  # user-mode emulator, a name on PATH
     emulator_package: str
     sysroot: str  # the target's dynamic loader and libraries (libc, libgomp), for the emulator's -L
+    libc_package: str  # the target's C library to link against (crti.o, libm), which the compiler only recommends
 
 
 #: arch -> its cross tools
 CROSS_TOOLS: dict[str, CrossTools] = {
     "aarch64": CrossTools("aarch64", "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", "qemu-aarch64", "qemu-user",
-                          "/usr/aarch64-linux-gnu"),
+                          "/usr/aarch64-linux-gnu", "libc6-dev-arm64-cross"),
 }
 
 
