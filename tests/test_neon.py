@@ -46,7 +46,7 @@ EMULATED = is_foreign(NEON)
 TOOLS = CROSS_TOOLS["aarch64"]
 MISSING = [pkg for name, pkg in ((TOOLS.compiler, TOOLS.compiler_package), (TOOLS.emulator, TOOLS.emulator_package))
            if EMULATED and shutil.which(name) is None]
-MISSING += [TOOLS.libc_package] if EMULATED and not Path(TOOLS.sysroot, "lib", "crti.o").is_file() else []
+MISSING += [TOOLS.libc_package] if EMULATED and not TOOLS.can_link() else []
 PACKAGES = f"{TOOLS.compiler_package}, {TOOLS.libc_package} and {TOOLS.emulator_package}"
 needs_tools = pytest.mark.skipif(bool(MISSING), reason=f"running aarch64 kernels here needs Debian's {PACKAGES} "
                                                        f"(missing: {', '.join(MISSING)}; `.ci/run` installs them)")

@@ -78,7 +78,7 @@ def _find_cross_compiler(arch: str) -> Compiler:
     variable = cross_cc_variable(arch)
     configured = settings().cross_cc.get(arch)
     found = _on_path(configured or tools.compiler)
-    if found is not None and configured is None and not Path(tools.sysroot, "lib", "crti.o").is_file():
+    if found is not None and configured is None and not tools.can_link():
         raise CompilerNotFoundError(f"{tools.compiler} is installed but cannot link: the {arch} C library is missing "
                                     f"from {tools.sysroot}; install Debian's {tools.libc_package} (`apt-get install "
                                     f"{tools.libc_package}`)")

@@ -6,6 +6,7 @@ compiler and can only run here under a user-mode emulator (their timings then me
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..target import Target, TargetKind
 
@@ -21,6 +22,10 @@ class CrossTools:
     emulator_package: str
     sysroot: str  # the target's dynamic loader and libraries (libc, libgomp), for the emulator's -L
     libc_package: str  # the target's C library to link against (crti.o, libm), which the compiler only recommends
+
+    def can_link(self) -> bool:
+        """Whether the target's C library to link against is installed (its start files, crti.o)."""
+        return Path(self.sysroot, "lib", "crti.o").is_file()
 
 
 #: arch -> its cross tools
