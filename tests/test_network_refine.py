@@ -30,10 +30,10 @@ def resnet():
     return zoo.resnet18(image=IMAGE)
 
 
-def _valid_configs(g, node, task, n):
-    """The first ``n`` configs of ``task`` the network's layout can run at ``node``."""
+def _valid_configs(g, node, task, n, start=0):
+    """The first ``n`` configs of ``task`` (from index ``start``) the network's layout can run at ``node``."""
     out = []
-    for index in range(len(task.space)):
+    for index in range(start, len(task.space)):
         try:
             kernel_of(g, node, Candidate(task, index, None))
         except _BlockMismatch:
@@ -186,6 +186,10 @@ def test_refine_rejects_bad_arguments(resnet, tmp_path):
 def test_thread_split_reads_the_outer_parallel_loop():
     assert thread_split({"reorder_outer": [2, 0, 1], "parallel": "fuse2", "tile_oc": [4, 2]}) == (2, "fuse2")
     assert thread_split({"tile_oc": [4, 2]}) == ()
+    # a Winograd config: the product's parallel loop and the output transform's
+    assert thread_split({"tile_size": 4, "reorder_product": [2, 0, 1], "parallel_output_rows": True}) == (2, True)
+    # a depthwise config: the loops fused into the parallel one
+    assert thread_split({"tile_oh": [7, 2], "parallel": "fuse3", "block": 16}) == ("fuse3",)
 
 
 def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
@@ -198,6 +202,31 @@ def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
     (layer,) = [l for l in layer_candidates(g, HOST, records, 3) if l.workload == t.workload]
     assert [(c.task.name, c.index) for c in layer.candidates] == [(CONV_TEMPLATE, direct[0]), (DEFAULT_TEMPLATE, 0)]
     assert layer.candidates[-1].alone is None and math.isinf(layer.median(0))  # not timed yet
+
+
+def test_layer_candidates_keep_the_fastest_winograd_config_of_each_thread_split(resnet):
+    # Winograd configs alone rank apart from their ranks inside a network by how they split the product among
+    # threads: beyond the top_k, a layer gets the fastest Winograd config of each other split
+    g = optimized_graph(resnet, HOST)
+    t = next(t for t in extract_tasks(g, HOST) if any(a.name == WINOGRAD_TEMPLATE for a in t.alternatives))
+    node = next(n for n in g.nodes if n.name == t.nodes[0])
+    wino = next(a for a in t.alternatives if a.name == WINOGRAD_TEMPLATE)
+    by_split: dict[tuple, list[int]] = {}
+    for i in np.random.default_rng(0).permutation(len(wino.space))[:300].tolist():
+        split = thread_split(wino.config(i).to_json())
+        if len(by_split.get(split, [])) < 2 and _valid_configs(g, node, wino, 1, start=i) == [i]:
+            by_split.setdefault(split, []).append(i)
+    splits = [k for k, v in by_split.items() if len(v) == 2][:3]
+    assert len(splits) == 3, "the space should offer several product splits"
+    (a, b, c), (first, second, third) = splits, [by_split[k] for k in splits]
+    timed = [(first[0], 1e-4), (first[1], 1.1e-4), (second[0], 2e-4), (second[1], 2.1e-4), (third[0], 3e-4)]
+    records = [Record.from_measurement(MeasureInput(wino, i), MeasureResult((s,), ErrorKind.NONE, "", 0.1, 1.0))
+               for i, s in timed]
+    (layer,) = [l for l in layer_candidates(g, HOST, records, 1) if l.workload == t.workload]
+    assert [(c.task.name, c.index) for c in layer.candidates] == [
+        (WINOGRAD_TEMPLATE, first[0]), (WINOGRAD_TEMPLATE, second[0]), (WINOGRAD_TEMPLATE, third[0]),
+        (DEFAULT_TEMPLATE, 0)]
+    assert [thread_split(wino.config(c.index).to_json()) for c in layer.candidates[:3]] == [a, b, c]
 
 
 def test_refine_on_the_command_line(resnet, tmp_path, capsys):
