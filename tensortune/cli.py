@@ -101,7 +101,8 @@ def _network_options(p: argparse.ArgumentParser, target_example: str = "") -> No
 def _refine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=_positive, default=3, metavar="K",
                    help="configs per layer timed inside the network: its K fastest alone, the fastest of each "
-                        "other template and thread split, its untuned kernel (default 3)")
+                        "other template and kind of config (thread split, Winograd tile size), its untuned kernel "
+                        "(default 3)")
     p.add_argument("--rounds", type=_positive, default=15, metavar="N",
                    help="profiles of each candidate network, in turn; each layer keeps its median (default 15)")
 

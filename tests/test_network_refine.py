@@ -17,7 +17,7 @@ from tensortune.errors import ArgumentError
 from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.refine import (Candidate, kernel_of, layer_candidates, layer_tag, network_fingerprint,
-                                       refine, thread_split)
+                                       refine, config_kind)
 from tensortune.network.tuned import TunedKernels, _BlockMismatch
 from tensortune.target import Target
 
@@ -79,7 +79,7 @@ def test_refine_times_each_layers_candidates_in_the_network_and_compile_runs_its
     for layer in result.layers:
         direct, wino = layout[layer.workload]
         task = layer.candidates[0].task
-        split = [thread_split(task.config(i).to_json()) for i in direct]
+        split = [config_kind(task.config(i).to_json()) for i in direct]
         expected = [(CONV_TEMPLATE, direct[0], 1e-4), (CONV_TEMPLATE, direct[1], 2e-4)]
         expected += [(CONV_TEMPLATE, direct[2], 3e-4)] if split[2] not in split[:2] else []
         expected += [(WINOGRAD_TEMPLATE, wino, 5e-4)] if wino is not None else []
@@ -183,13 +183,13 @@ def test_refine_rejects_bad_arguments(resnet, tmp_path):
     assert result.layers == [] and result.records == 0
 
 
-def test_thread_split_reads_the_outer_parallel_loop():
-    assert thread_split({"reorder_outer": [2, 0, 1], "parallel": "fuse2", "tile_oc": [4, 2]}) == (2, "fuse2")
-    assert thread_split({"tile_oc": [4, 2]}) == ()
-    # a Winograd config: the product's parallel loop and the output transform's
-    assert thread_split({"tile_size": 4, "reorder_product": [2, 0, 1], "parallel_output_rows": True}) == (2, True)
+def test_config_kind_reads_the_parallel_loops_and_the_winograd_tile_size():
+    assert config_kind({"reorder_outer": [2, 0, 1], "parallel": "fuse2", "tile_oc": [4, 2]}) == (2, "fuse2")
+    assert config_kind({"tile_oc": [4, 2]}) == ()
+    # a Winograd config: the product's parallel loop and the tile size
+    assert config_kind({"tile_size": 4, "reorder_product": [2, 0, 1], "parallel_output_rows": True}) == (2, 4)
     # a depthwise config: the loops fused into the parallel one
-    assert thread_split({"tile_oh": [7, 2], "parallel": "fuse3", "block": 16}) == ("fuse3",)
+    assert config_kind({"tile_oh": [7, 2], "parallel": "fuse3", "block": 16}) == ("fuse3",)
 
 
 def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
@@ -204,7 +204,7 @@ def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
     assert layer.candidates[-1].alone is None and math.isinf(layer.median(0))  # not timed yet
 
 
-def test_layer_candidates_keep_the_fastest_winograd_config_of_each_thread_split(resnet):
+def test_layer_candidates_keep_the_fastest_winograd_config_of_each_kind(resnet):
     # Winograd configs alone rank apart from their ranks inside a network by how they split the product among
     # threads: beyond the top_k, a layer gets the fastest Winograd config of each other split
     g = optimized_graph(resnet, HOST)
@@ -213,7 +213,7 @@ def test_layer_candidates_keep_the_fastest_winograd_config_of_each_thread_split(
     wino = next(a for a in t.alternatives if a.name == WINOGRAD_TEMPLATE)
     by_split: dict[tuple, list[int]] = {}
     for i in np.random.default_rng(0).permutation(len(wino.space))[:300].tolist():
-        split = thread_split(wino.config(i).to_json())
+        split = config_kind(wino.config(i).to_json())
         if len(by_split.get(split, [])) < 2 and _valid_configs(g, node, wino, 1, start=i) == [i]:
             by_split.setdefault(split, []).append(i)
     splits = [k for k, v in by_split.items() if len(v) == 2][:3]
@@ -226,7 +226,7 @@ def test_layer_candidates_keep_the_fastest_winograd_config_of_each_thread_split(
     assert [(c.task.name, c.index) for c in layer.candidates] == [
         (WINOGRAD_TEMPLATE, first[0]), (WINOGRAD_TEMPLATE, second[0]), (WINOGRAD_TEMPLATE, third[0]),
         (DEFAULT_TEMPLATE, 0)]
-    assert [thread_split(wino.config(c.index).to_json()) for c in layer.candidates[:3]] == [a, b, c]
+    assert [config_kind(wino.config(c.index).to_json()) for c in layer.candidates[:3]] == [a, b, c]
 
 
 def test_refine_on_the_command_line(resnet, tmp_path, capsys):

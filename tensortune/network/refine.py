@@ -6,14 +6,15 @@ was written by the previous kernel's threads, so the ranking of a layer's config
 the network (measured on ResNet-18, AVX2: kernels 16.5 ms in sum alone, 28.6 ms inside the network).
 
 ``refine`` takes, for each layer (a workload and its alternatives: Winograd, the untuned kernel), the ``top_k``
-fastest configs of the log as timed alone, the fastest of each other template and way of splitting the work
-among threads (``thread_split``), and the untuned kernel; builds as many networks as the most candidates a layer
-has, network ``i`` running every layer's ``i``-th candidate; profiles them in turn, ``rounds`` times (each
-layer's seconds per call among the others, ``NetworkModule.profile``), and keeps each layer's candidate of least
-median (a layer: the nodes of one workload whose inputs and outputs have the same channel blocks). Those timings
-go to the log as records marked with the network's fingerprint and the layer's blocks (``Record.network``);
-``compile --log`` (``TunedKernels``) then chooses each layer's kernel among the latest of them. A whole-network check times the untuned network, the
-one of the fastest configs alone and the chosen one, in turn, and reports them.
+fastest configs of the log as timed alone, the fastest of each other template and kind of config (``config_kind``:
+how it splits the work among threads, a Winograd kernel's tile size), and the untuned kernel; builds as many
+networks as the most candidates a layer has, network ``i`` running every layer's ``i``-th candidate; profiles them
+in turn, ``rounds`` times (each layer's seconds per call among the others, ``NetworkModule.profile``), and keeps
+each layer's candidate of least median (a layer: the nodes of one workload whose inputs and outputs have the same
+channel blocks). Those timings go to the log as records marked with the network's fingerprint and the layer's
+blocks (``Record.network``); ``compile --log`` (``TunedKernels``) then chooses each layer's kernel among the latest
+of them. A whole-network check times the untuned network, the one of the fastest configs alone and the chosen
+one, in turn, and reports them.
 """
 from __future__ import annotations
 
@@ -132,30 +133,32 @@ def kernel_of(g: Graph, node: Node, candidate: Candidate) -> KernelDef:
     return tuned_conv(g, node, candidate.task, candidate.index)
 
 
-def thread_split(config: Mapping) -> tuple:
-    """How a config of the convolution templates splits its work among threads: for a direct convolution, the
-    outer loop run in parallel (the first of ``reorder_outer``: output-channel tiles, rows or columns) and how many
+def config_kind(config: Mapping) -> tuple:
+    """The knobs of a convolution config that rank it inside a network otherwise than alone: how it splits its
+    work among threads and, for a Winograd kernel, its tile size. For a direct convolution, the outer loop run in
+    parallel (the first of ``reorder_outer``: output-channel tiles, rows or columns) and how many
     are fused (``parallel``); for a Winograd one, the product's parallel loop (the first of ``reorder_product``:
-    positions, tiles or channel blocks) and the output transform's (``parallel_output_rows``); for a depthwise one,
-    how many outer loops are fused into the parallel one (``parallel``); () for configs without these knobs.
+    positions, tiles or channel blocks) and the tile size; for a depthwise one, how many outer loops are fused
+    into the parallel one (``parallel``); () for configs without these knobs.
 
-    Winograd kernels hand their transformed tensors from one parallel stage to the next, so how each stage splits
-    them among threads decides what crosses between cores; inside a network that cost is not the one timed alone
-    (measured, ResNet-18 on AVX-512: configs within 5% of each other alone ran 1.1x to 2.1x their time alone
-    inside the network, by the product's parallel loop)."""
+    Inside a network a Winograd kernel's cost is not the one timed alone, by these two knobs: the product's split
+    decides which of the transformed tensors handed from one parallel stage to the next cross between cores, and
+    the tile size how large the transformed weights are (16, 36 or 64 positions for 9 weights), which a network
+    streams from memory on every run while a kernel timed alone finds them in the cache. Measured on ResNet-18,
+    AVX-512: configs within 5% of each other alone ran 1.1x to 2.1x their time alone inside the network."""
     order = config.get("reorder_outer")
     if order:
         return order[0], config.get("parallel")
     product = config.get("reorder_product")
     if product:
-        return product[0], config.get("parallel_output_rows")
+        return product[0], config.get("tile_size")
     return (config["parallel"],) if "parallel" in config else ()
 
 
 def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int) -> list[Layer]:
     """Each tunable layer's ``top_k`` fastest configs timed alone (distinct, each one the network's layout can
     run; a layer is the nodes of one workload and one pair of channel blocks: nodes of a workload may read inputs
-    of different blocks), then the fastest of each template and thread split (``thread_split``) not among them, then its untuned
+    of different blocks), then the fastest of each template and kind (``config_kind``) not among them, then its untuned
     kernel unless there; layers whose only candidate is the untuned kernel are left
     out (nothing to choose)."""
     from .layouts import runs_with
@@ -184,12 +187,12 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
         seen, kinds = set(), set()
         for cost, task, index, config in found:
             # the top_k fastest; then the fastest of each other template (a direct convolution where Winograd
-            # configs lead alone) and of each other way to split the work among threads: a kernel that reads
-            # its input in another order than the previous layer's threads wrote it is the likeliest to rank
-            # otherwise in the network
+            # configs lead alone) and of each other kind (``config_kind``): a kernel that reads its input in
+            # another order than the previous layer's threads wrote it, or that streams more weights, is the
+            # likeliest to rank otherwise in the network
             if (task.name, index) in seen or not np.isfinite(cost):
                 continue
-            kind = (task.name, *thread_split(config))
+            kind = (task.name, *config_kind(config))
             if len(chosen) >= top_k and kind in kinds:
                 continue
             candidate = Candidate(task, index, cost)
