@@ -240,6 +240,21 @@ def build_parser() -> argparse.ArgumentParser:
     rf.add_argument("--threads", type=_positive, help="threads of the network (default: all usable cores)")
     _refine_options(rf)
 
+    pf = sub.add_parser("profile", help="time each kernel call of a compiled network, beside its time alone",
+                        description="Compile the network (with --log, as 'tensortune compile' does) and time each of "
+                                    "its kernel calls inside the network on random inputs: the median of --rounds "
+                                    "profiles of --repeat runs, its share and GFLOP/s, and, with a log, the config "
+                                    "that runs it and that config's time alone in the log. A call much slower inside "
+                                    "the network than alone is one that 'tensortune refine' may improve; the calls "
+                                    "of largest share are where more trials pay.")
+    pf.add_argument("model", metavar="MODEL.onnx")
+    pf.add_argument("--log", metavar="FILE", help="tuning log the network is compiled with (default: untuned)")
+    _network_options(pf)
+    pf.add_argument("--threads", type=_positive, help="threads of the network (default: all usable cores)")
+    pf.add_argument("--rounds", type=_positive, default=5, help="profiles; each call keeps its median (default 5)")
+    pf.add_argument("--repeat", type=_positive, default=10, help="runs per profile (default 10)")
+    pf.add_argument("--top", type=_positive, metavar="N", help="list only the N slowest calls")
+
     k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
                        description="List the convolution and dense workloads of an ONNX network after graph "
                                    "optimization: one tuning task per distinct workload, how many nodes share it, "
@@ -871,6 +886,38 @@ def cmd_refine(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .network.profiling import profile_network
+
+    target = _target(args.target)
+    if args.log is not None and not os.path.isfile(args.log):
+        raise CLIError(f"no such tuning log: {args.log}")
+    result = profile_network(args.model, args.log, target, parse_input_shapes(args.shape), args.threads,
+                             args.rounds, args.repeat)
+    if args.json:
+        print(json.dumps({"model": args.model, **result.to_json()}))
+        return EXIT_OK
+    total = result.calls_s
+    print(f"network   {result.name} on '{result.target}', {result.threads} thread(s): {_fmt_seconds(result.whole_s)} "
+          f"per run; {len(result.calls)} calls, {_fmt_seconds(total)} in sum when each is timed")
+    calls = list(enumerate(result.calls, 1))
+    if args.top is not None:
+        calls = sorted(calls, key=lambda c: -c[1].seconds)[:args.top]
+    print(f"  {'#':>3} {'node':<24} {'kind':<16} {'kernel':<44} {'time':>10} {'share':>6} {'GFLOP/s':>8} "
+          f"{'alone':>10} {'x alone':>7}")
+    for i, c in calls:
+        kernel = c.kernel + (" (refined)" if c.refined else "")
+        ratio = f"{c.seconds / c.alone:.2f}" if c.alone else "-"
+        print(f"  {i:>3} {c.node[:24]:<24} {c.kind[:16]:<16} {kernel[:44]:<44} {_fmt_seconds(c.seconds):>10} "
+              f"{c.seconds / total:>6.1%} {c.gflops:>8.1f} {_fmt_seconds(c.alone):>10} {ratio:>7}")
+    by_kind: dict[str, float] = {}
+    for c in result.calls:
+        by_kind[c.kind] = by_kind.get(c.kind, 0.0) + c.seconds
+    print("by kind   " + ", ".join(f"{k} {_fmt_seconds(v)} ({v / total:.0%})"
+                                   for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    return EXIT_OK
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     from .graph.tasks import DEFAULT_TEMPLATE, extract_tasks
     from .network import optimized_graph
@@ -911,7 +958,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tune": cmd_tune, "best": cmd_best, "show": cmd_show, "bench": cmd_bench, "worker": cmd_worker,
-    "compile": cmd_compile, "run": cmd_run, "tasks": cmd_tasks, "tune-model": cmd_tune_model,
+    "compile": cmd_compile, "run": cmd_run, "tasks": cmd_tasks, "profile": cmd_profile, "tune-model": cmd_tune_model,
     "refine": cmd_refine,
 }
 

@@ -292,6 +292,17 @@ def load(path: str | os.PathLike, num_threads: int | None = None) -> NetworkModu
 _ISA_ORDER = {ISA.SCALAR: 0, ISA.NEON: 1, ISA.AVX2: 1, ISA.AVX512: 2}
 
 
+def random_inputs(module: NetworkModule, seed: int = 0) -> list[np.ndarray]:
+    """Inputs of ``module``'s shapes and dtypes: uniform in [-1, 1) for floats, zeros for integers."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for spec in module.inputs:
+        dt = spec.dtype.numpy
+        out.append(rng.uniform(-1, 1, spec.shape).astype(dt) if np.issubdtype(dt, np.floating)
+                   else np.zeros(spec.shape, dt))
+    return out
+
+
 def runs_here(target: Target) -> bool:
     """Whether this machine runs code compiled for ``target`` (same architecture, no wider ISA)."""
     host = Target.host()

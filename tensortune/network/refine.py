@@ -136,10 +136,10 @@ def kernel_of(g: Graph, node: Node, candidate: Candidate) -> KernelDef:
 def config_kind(config: Mapping) -> tuple:
     """The knobs of a convolution config that rank it inside a network otherwise than alone: how it splits its
     work among threads and, for a Winograd kernel, its tile size. For a direct convolution, the outer loop run in
-    parallel (the first of ``reorder_outer``: output-channel tiles, rows or columns) and how many
-    are fused (``parallel``); for a Winograd one, the product's parallel loop (the first of ``reorder_product``:
-    positions, tiles or channel blocks) and the tile size; for a depthwise one, how many outer loops are fused
-    into the parallel one (``parallel``); () for configs without these knobs.
+    parallel (the first of ``reorder_outer``: output-channel tiles, rows or columns) and how many are fused
+    (``parallel``); for a Winograd one, the product's parallel loop (the first of ``reorder_product``: positions,
+    tiles or channel blocks) and the tile size; for a depthwise one, how many outer loops are fused into the
+    parallel one (``parallel``); () for configs without these knobs.
 
     Inside a network a Winograd kernel's cost is not the one timed alone, by these two knobs: the product's split
     decides which of the transformed tensors handed from one parallel stage to the next cross between cores, and
@@ -158,9 +158,9 @@ def config_kind(config: Mapping) -> tuple:
 def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int) -> list[Layer]:
     """Each tunable layer's ``top_k`` fastest configs timed alone (distinct, each one the network's layout can
     run; a layer is the nodes of one workload and one pair of channel blocks: nodes of a workload may read inputs
-    of different blocks), then the fastest of each template and kind (``config_kind``) not among them, then its untuned
-    kernel unless there; layers whose only candidate is the untuned kernel are left
-    out (nothing to choose)."""
+    of different blocks), then the fastest of each template and kind (``config_kind``) not among them, then its
+    untuned kernel unless there; layers whose only candidate is the untuned kernel are left out (nothing to
+    choose)."""
     from .layouts import runs_with
     from .tuned import _BlockMismatch, _blocks
 
@@ -235,7 +235,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     say = progress or (lambda _: None)
     start = time.perf_counter()
     target = target or Target.host()
-    from .module import runs_here
+    from .module import random_inputs, runs_here
 
     if not runs_here(target):
         raise ArgumentError(f"refine times the network on this machine ('{Target.host()}'), which cannot run code "
@@ -266,7 +266,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     for i in range(width):
         say(f"refine: building candidate network {i + 1}/{width}")
         modules.append(network(lambda layer, i=i: min(i, len(layer.candidates) - 1)))
-    inputs = _inputs(modules[0])
+    inputs = random_inputs(modules[0])
     for layer in layers:
         layer.seconds = [[] for _ in layer.candidates]
     say(f"refine: timing {sum(len(l.candidates) for l in layers)} kernels of {len(layers)} layers in "
@@ -303,14 +303,3 @@ def whole_network_seconds(modules: Mapping[str, object], inputs: Sequence[np.nda
         for k in names[r % len(names):] + names[:r % len(names)]:
             seconds[k].append(evaluators[k](*inputs).mean)
     return {k: statistics.median(v) for k, v in seconds.items()}
-
-
-def _inputs(module) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    out = []
-    for spec in module.inputs:
-        dt = spec.dtype.numpy
-        out.append(rng.uniform(-1, 1, spec.shape).astype(dt) if np.issubdtype(dt, np.floating)
-                   else np.zeros(spec.shape, dt))
-    return out
-

@@ -83,6 +83,11 @@ class TunedKernels:
         mine = [r for r in self._task_records(task) if runs_with(task, r.config, lanes, blocks)]
         return min(mine, key=lambda r: r.mean_cost, default=None)
 
+    def alone_seconds(self, task: Task, index: int) -> float | None:
+        """The fastest time alone in the log of config ``index`` of ``task`` (None when it has no successful
+        record)."""
+        return min((r.mean_cost for r in self._task_records(task) if r.config_index == index), default=None)
+
     def best_index(self, task: Task) -> int | None:
         """The config index of the task's best successful record, or None."""
         rec = self.best_record(task)
