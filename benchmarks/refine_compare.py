@@ -19,11 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from common import write_json
 from e2e import compile_network, machine
-from tune_network import measure
+from tune_network import measure, prepare
 
 
 def main() -> int:
@@ -38,22 +36,14 @@ def main() -> int:
     args = p.parse_args()
     logs = dict(item.split("=", 1) for item in args.logs)
 
-    import onnx
-    import onnxruntime as ort
-
     from tensortune import Target
-    from tensortune.network import refine, zoo
+    from tensortune.network import refine
 
     report = {"model": args.model, "threads": args.threads, "machine": machine(), "isa": Target.host().isa.value,
               "repeat": args.repeat, "logs": logs, "refine_s": {}, "refined": {}}
     with tempfile.TemporaryDirectory(prefix="tt-refine-compare-") as tmp:
         work = Path(tmp)
-        model = work / f"{args.model}.onnx"
-        onnx.save(zoo.MODELS[args.model](batch=1, image=224), model)
-        x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
-        np.save(work / "input.npy", x)
-        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-        np.save(work / "expected.npy", sess.run(None, {"input": x})[0])
+        model = prepare(work, args.model)
         networks = {}
         for name, log in logs.items():  # as the logs were: their latest refinement, if any
             networks[f"{name} (as logged)"] = work / f"{name}-before.tt"

@@ -40,6 +40,23 @@ def timing_spec(model: Path, network: Path | None, work: Path, threads: int, min
             "input": str(work / "input.npy"), "expected": str(work / "expected.npy"), "min_ms": min_ms}
 
 
+def prepare(work: Path, name: str) -> Path:
+    """The zoo network ``name`` (batch 1, 224x224) saved as ONNX in ``work``, with the input and onnxruntime's
+    output that the timing children check against (``timing_spec``); returns the model's path."""
+    import onnx
+    import onnxruntime as ort
+
+    from tensortune.network import zoo
+
+    model = work / f"{name}.onnx"
+    onnx.save(zoo.MODELS[name](batch=1, image=224), model)
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+    np.save(work / "input.npy", x)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    np.save(work / "expected.npy", sess.run(None, {"input": x})[0])
+    return model
+
+
 def measure(model: Path, networks: dict[str, Path], work: Path, threads: int, repeat: int, min_ms: float) -> dict:
     """Median seconds per run of each compiled network and of onnxruntime, timed in turns."""
     specs = {name: timing_spec(model, path, work, threads, min_ms) for name, path in networks.items()}
@@ -192,11 +209,7 @@ def main() -> int:
                    help="compile each checkpoint's log as tuned, without timing the layers' best configs in the network")
     args = p.parse_args()
 
-    import onnx
-    import onnxruntime as ort
-
     from tensortune import Target
-    from tensortune.network import zoo
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,12 +217,7 @@ def main() -> int:
               "machine": machine(), "isa": Target.host().isa.value, "strategies": {}, "final_repeat": args.repeat}
     with tempfile.TemporaryDirectory(prefix="tt-tune-network-") as tmp:
         work = Path(tmp)
-        model = work / f"{args.model}.onnx"
-        onnx.save(zoo.MODELS[args.model](batch=1, image=224), model)
-        x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
-        np.save(work / "input.npy", x)
-        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-        np.save(work / "expected.npy", sess.run(None, {"input": x})[0])
+        model = prepare(work, args.model)
         for strategy in args.strategies:
             report["strategies"][label(strategy, args)] = tune_strategy(strategy, args, model, work, out)
             if args.json:
