@@ -161,11 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and time it against the operator's default tensortune schedule and peer "
                                    "libraries (numpy.matmul; PyTorch and onnxruntime convolutions when installed). "
                                    "Same protocol for all: one warm-up call, then --repeat timings of at least "
-                                   f"{MIN_REPEAT_MS:g} ms each; the median is reported.")
+                                   f"{MIN_REPEAT_MS:g} ms each, in --rounds rounds that take ours and the peers in "
+                                   "turns, so that a slow spell of a shared machine falls on all alike.")
     n.add_argument("log", metavar="FILE")
     n.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
     n.add_argument("--threads", type=_positive, help="threads for every kernel (default: all usable cores)")
-    n.add_argument("--repeat", type=_positive, default=15, help="timed repeats; the median is reported (default 15)")
+    n.add_argument("--repeat", type=_positive, default=5, help="timed repeats per round (default 5)")
+    n.add_argument("--rounds", type=_positive, default=3,
+                   help="rounds, ours and the peers timed in turns; medians over the rounds are reported, each "
+                        "speedup the median of the speedups within a round (default 3)")
     n.add_argument("--top", type=_positive, default=1, metavar="K",
                    help="time the K fastest configs of each workload in the log again and bench the fastest of them "
                         "(the tuner's best is the luckiest of many short measurements; default 1: the logged best)")
@@ -529,7 +533,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     threads = args.threads or settings().num_threads
     catalog = WorkloadCatalog()
-    report: dict[str, Any] = {"log": args.log, "threads": threads, "repeat": args.repeat,
+    report: dict[str, Any] = {"log": args.log, "threads": threads, "repeat": args.repeat, "rounds": args.rounds,
                               "min_repeat_ms": MIN_REPEAT_MS, "workloads": []}
     status = EXIT_OK
     for b in _best_records(args.log, args.workload, catalog):
@@ -541,7 +545,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         index, retimed = b.record.config_index, None
         if args.top > 1:
             index, retimed = _retime_top(args.log, b.task, args.top, threads)
-        kernels = compare_kernels(b.task, index, threads, args.repeat, MIN_REPEAT_MS)
+        kernels = compare_kernels(b.task, index, threads, args.repeat, MIN_REPEAT_MS, args.rounds)
         report["workloads"].append({"workload": catalog.name_of(b.task), "task": str(b.task),
                                     "config_index": index, "flops": b.task.flops, "kernels": kernels}
                                    | ({"retimed": retimed} if retimed else {}))
@@ -579,8 +583,9 @@ _KERNEL_LABELS = {"tensortune": "tensortune, tuned", "tensortune_default": "tens
 
 
 def _print_bench(report: dict) -> None:
-    print(f"{report['threads']} thread(s); median of {report['repeat']} timings of >= {MIN_REPEAT_MS:g} ms "
-          "after a warm-up; peers run in a child process")
+    print(f"{report['threads']} thread(s); {report['rounds']} round(s), ours and the peers in turns, of "
+          f"{report['repeat']} timings of >= {MIN_REPEAT_MS:g} ms after a warm-up (medians; each speedup the median "
+          "of a round's); peers run in a child process")
     for w in report["workloads"]:
         print()
         name = f"{w['workload']}  " if w["workload"] else ""

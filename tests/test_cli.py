@@ -112,7 +112,7 @@ def test_show_prints_loop_ir_and_c(tuned, capsys):
 
 def test_bench_reports_tuned_default_and_numpy(tuned, capsys):
     log, _, _ = tuned
-    code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "3", "--threads", "1")
+    code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "3", "--rounds", "1", "--threads", "1")
     assert code == 0
     report = json.loads(out)
     assert report["threads"] == 1
@@ -124,6 +124,38 @@ def test_bench_reports_tuned_default_and_numpy(tuned, capsys):
                                                               / kernels["tensortune"]["median_s"])
     code, out, _ = run(capsys, "bench", str(log), "--repeat", "2")
     assert code == 0 and "numpy.matmul" in out and "tensortune, default schedule" in out
+
+
+def test_bench_times_in_rounds_taken_in_turns_and_pairs_speedups_within_a_round(monkeypatch):
+    import tensortune.benchmarking.compare as compare
+
+    task = create_task("matmul", {"M": 16, "N": 16, "K": 8})
+    ours = iter([1e-3, 4e-3, 2e-3, 4e-3, 1e-3, 4e-3])  # tuned, default; per round
+    theirs = iter([2e-3, 3e-3, 4e-3])
+    calls = []
+
+    def fake_module(module, inputs, op, expected, *timing):
+        calls.append("tt")
+        return {"median_s": next(ours), "runs_s": [0.0, 0.0]}
+
+    def fake_peers(*args):
+        calls.append("peers")
+        return {"numpy": {"median_s": next(theirs), "runs_s": [0.0]}, "torch": {"unavailable": "not installed"}}
+
+    monkeypatch.setattr(compare, "time_module", fake_module)
+    monkeypatch.setattr(compare, "time_peers", fake_peers)
+    kernels = compare.compare_kernels(task, 0, 1, 2, 1.0, rounds=3)
+    assert calls == ["tt", "tt", "peers", "peers", "tt", "tt", "tt", "tt", "peers"]  # who goes first alternates
+    assert kernels["tensortune"]["rounds_s"] == [1e-3, 2e-3, 1e-3] and kernels["tensortune"]["median_s"] == 1e-3
+    assert kernels["tensortune_default"]["median_s"] == 4e-3 and len(kernels["tensortune_default"]["runs_s"]) == 6
+    # numpy over the tuned kernel within each round: 2, 1.5 and 4: the median is 2 (the ratio of the medians would
+    # be 3); the default's: 4, 2 and 4, median 4
+    assert kernels["numpy"]["tuned_speedup"] == pytest.approx(2.0)
+    assert kernels["tensortune_default"]["tuned_speedup"] == pytest.approx(4.0)
+    assert kernels["numpy"]["gflops"] == pytest.approx(task.flops / 3e-3 / 1e9)  # the median round
+    assert kernels["torch"] == {"unavailable": "not installed"}
+    with pytest.raises(ValueError, match="rounds"):
+        compare.compare_kernels(task, 0, 1, 2, 1.0, rounds=0)
 
 
 def test_bench_never_times_a_wrong_kernel(tuned, capsys, monkeypatch):

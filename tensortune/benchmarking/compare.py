@@ -2,7 +2,7 @@
 
 ``compare_kernels`` builds the config a log chose, checks it against the numpy reference, times it,
 then times the operator's default tensortune schedule and the peers (``peers.time_peers``, in a child
-process) on the same inputs. A wrong kernel is reported, never timed. ``fastest_of`` times a few
+process) on the same inputs, in rounds taken in turns. A wrong kernel is reported, never timed. ``fastest_of`` times a few
 configs again (a log's fastest few, ``record.top_records``) to pick the one that is fastest when timed
 as a user times it, rather than the luckiest of the tuner's short measurements. ``build_config`` builds
 one config with its checked inputs, for both and for the benchmark scripts.
@@ -56,32 +56,62 @@ def build_config(task: Task, config_index: int, canonical: list[np.ndarray] | No
             np.asarray(task.reference(canonical, config_index)))
 
 
-def compare_kernels(task: Task, config_index: int, threads: int, repeat: int,
-                    min_repeat_ms: float) -> dict[str, dict[str, Any]]:
+def compare_kernels(task: Task, config_index: int, threads: int, repeat: int, min_repeat_ms: float,
+                    rounds: int = 1) -> dict[str, dict[str, Any]]:
     """Timings of config ``config_index`` of ``task`` ("tensortune"), of the default schedule of the plain
     operator ("tensortune_default") and of each peer, keyed by kernel name.
 
-    Each timed kernel has ``median_s``, ``runs_s``, ``gflops`` and ``tuned_speedup`` (its median over the
-    tuned kernel's); one that could not be timed has ``error`` or ``unavailable``. When the tuned kernel
-    gives a wrong answer, it is the only entry (with its ``error``).
+    Everything is timed ``rounds`` times, ours first in even rounds and the peers first in odd ones, so that a
+    slow spell of a shared machine falls on every kernel alike. Each timed kernel has ``median_s`` (the median of
+    its rounds' medians, ``rounds_s``; each round's a median of ``repeat`` timings), ``runs_s`` (every timing),
+    ``gflops`` and ``tuned_speedup`` (the median over the rounds of its time over the tuned kernel's in the same
+    round). A kernel that could not be timed in some round has that round's ``error`` or ``unavailable``. When
+    the tuned kernel gives a wrong answer, it is the only entry (with its ``error``).
     """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
     canonical = task.make_inputs(seed=0)
     tuned, op, inputs, expected = build_config(task, config_index, canonical)
-    timed = time_module(tuned, inputs, op, expected, threads, repeat, min_repeat_ms)
-    kernels = {"tensortune": timed}
-    if "error" in timed:  # never report a wrong kernel's speed
-        return kernels
+    first = time_module(tuned, inputs, op, expected, threads, repeat, min_repeat_ms)
+    if "error" in first:  # never report a wrong kernel's speed
+        return {"tensortune": first}
     base = plain_operator(task)
     base_mod = build(base.default_schedule(task.target), list(base.args), task.target)
-    kernels["tensortune_default"] = time_module(base_mod, base.prepare(*canonical), base,
-                                                np.asarray(base.reference(*canonical)), threads, repeat,
-                                                min_repeat_ms)
-    kernels.update(time_peers(task, threads, repeat, min_repeat_ms))
-    for k in kernels.values():
-        if "median_s" in k:
-            k["gflops"] = task.flops / k["median_s"] / 1e9
-            k["tuned_speedup"] = k["median_s"] / timed["median_s"]
-    return kernels
+    ours = {"tensortune": (tuned, inputs, op, expected),
+            "tensortune_default": (base_mod, base.prepare(*canonical), base, np.asarray(base.reference(*canonical)))}
+    timed: dict[str, list[dict[str, Any]]] = {"tensortune": [first]}
+
+    def time_ours(skip_tuned: bool) -> None:
+        for name, (module, kernel_inputs, operator, want) in ours.items():
+            if not (skip_tuned and name == "tensortune"):
+                timed.setdefault(name, []).append(time_module(module, kernel_inputs, operator, want, threads, repeat,
+                                                              min_repeat_ms))
+
+    def time_theirs() -> None:
+        for name, entry in time_peers(task, threads, repeat, min_repeat_ms).items():
+            timed.setdefault(name, []).append(entry)
+
+    for r in range(rounds):
+        if r % 2 == 0:
+            time_ours(skip_tuned=r == 0)  # round 0's tuned timing is the checked one above
+            time_theirs()
+        else:
+            time_theirs()
+            time_ours(skip_tuned=False)
+    return {name: _combine(entries, timed["tensortune"], task.flops) for name, entries in timed.items()}
+
+
+def _combine(entries: list[dict[str, Any]], tuned: list[dict[str, Any]], flops: int) -> dict[str, Any]:
+    """One kernel's rounds as one entry (see ``compare_kernels``)."""
+    failed = next((e for e in entries if "median_s" not in e), None)
+    if failed is not None:
+        return failed
+    medians = [e["median_s"] for e in entries]
+    median = float(np.median(medians))
+    ratios = [e["median_s"] / t["median_s"] for e, t in zip(entries, tuned) if "median_s" in t]
+    return {**entries[0], "median_s": median, "rounds_s": medians,
+            "runs_s": [x for e in entries for x in e.get("runs_s", [e["median_s"]])],
+            "gflops": flops / median / 1e9, "tuned_speedup": float(np.median(ratios)) if ratios else None}
 
 
 def fastest_of(candidates: Sequence[tuple[Task, int]], threads: int, passes: int = 2, repeat: int = 5,
