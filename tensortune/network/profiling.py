@@ -6,7 +6,8 @@ whole network timed as one run. With a log, each call names the config that runs
 "default" for an untuned kernel; ``refined`` when ``refine`` chose it by timings inside the network) and that
 config's time alone from the log: a call far slower inside the network than alone is where timings alone mislead
 (weights streamed from memory, inputs written by other threads), the calls of largest share are where more trials
-pay. The calls' times sum to more than the whole run: each is timed with a clock read on either side.
+pay. The calls' times need not add up to the whole run's: each call is timed between two clock reads (the
+threads wait for the clock), and the whole run is timed on its own.
 """
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ class CallProfile:
 
 @dataclass(frozen=True)
 class NetworkProfile:
+    """A profiled network: its calls in the order they run, and the median seconds of one whole run."""
+
     name: str
     target: str
     threads: int
@@ -51,7 +54,7 @@ class NetworkProfile:
 
     @property
     def calls_s(self) -> float:
-        """The calls' seconds in sum (more than ``whole_s``: each call is timed between two clock reads)."""
+        """The calls' seconds in sum (not ``whole_s``: each call is timed between two clock reads)."""
         return sum(c.seconds for c in self.calls)
 
     def to_json(self) -> dict:
