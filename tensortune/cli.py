@@ -156,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
 
     n = sub.add_parser("bench", help="time the best kernels of a log against the default schedule and peers",
-                       description="Build the best config of each workload (with --top K: the fastest of its K fastest "
-                                   "configs, timed again), check it against the numpy reference, "
+                       description="Build the best config of each workload (the fastest of its --top fastest configs in "
+                                   "the log, timed again), check it against the numpy reference, "
                                    "and time it against the operator's default tensortune schedule and peer "
                                    "libraries (numpy.matmul; PyTorch and onnxruntime convolutions when installed). "
                                    "Same protocol for all: one warm-up call, then --repeat timings of at least "
@@ -170,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--rounds", type=_positive, default=3,
                    help="rounds, ours and the peers timed in turns; medians over the rounds are reported, each "
                         "speedup the median of the speedups within a round (default 3)")
-    n.add_argument("--top", type=_positive, default=1, metavar="K",
+    n.add_argument("--top", type=_positive, default=3, metavar="K",
                    help="time the K fastest configs of each workload in the log again and bench the fastest of them "
-                        "(the tuner's best is the luckiest of many short measurements; default 1: the logged best)")
+                        "(the tuner's best is the luckiest of many short measurements; default 3; 1: the logged "
+                        "best)")
     n.add_argument("--json", action="store_true", help="print one JSON object")
 
     w = sub.add_parser("worker", help="serve this machine as a measuring device of a Dask cluster",

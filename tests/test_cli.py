@@ -117,6 +117,8 @@ def test_bench_reports_tuned_default_and_numpy(tuned, capsys):
     report = json.loads(out)
     assert report["threads"] == 1
     (w,) = report["workloads"]
+    assert len(w["retimed"]) == 3  # by default, the log's 3 fastest configs are timed again first
+    assert w["config_index"] in [r["config_index"] for r in w["retimed"]]
     kernels = w["kernels"]
     for name in ("tensortune", "tensortune_default", "numpy"):
         assert kernels[name]["gflops"] > 0 and len(kernels[name]["runs_s"]) == 3
