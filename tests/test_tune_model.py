@@ -69,7 +69,9 @@ def test_tune_model_on_the_command_line_resumes(resnet, tmp_path, capsys):
     model.write_bytes(resnet.SerializeToString())
     log, curve = tmp_path / "net.jsonl", tmp_path / "curve.json"
     args = ["tune-model", str(model), "--trials", "16", "--log", str(log), "--round-size", "8", "--tuner", "random",
-            "--quiet", "--json", "--curve", str(curve), "--top", "1", "--rounds", "1"]
+            "--quiet", "--json", "--curve", str(curve), "--top", "1", "--rounds", "1", "--seed", "0"]
+    # (seeded: unseeded, the round of 4 random configs once left no layer a tuned config for refine to time, in
+    # a CI run of 2026-12-02; seeds 0-9 each give 2-4 refinement records)
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["trials"] == 16 and len(load_records(log)) == 16
