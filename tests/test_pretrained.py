@@ -24,6 +24,7 @@ from tensortune.target import Target
 pytest.importorskip("xgboost")
 
 AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
+AVX512 = Target.parse("c -isa=avx512 -cores=2 -arch=x86_64")
 NEON = Target.parse("c -isa=neon -cores=2 -arch=aarch64")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,19 +55,20 @@ def _small_model(n_features: int) -> XGBCostModel:
     return m
 
 
-def test_the_shipped_avx2_model_loads_with_the_features_of_this_version():
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_the_shipped_models_load_with_the_features_of_this_version(target):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a compatible model loads without any warning
-        model = pretrained_model(AVX2)
+        model = pretrained_model(target)
     assert model is not None and model.trained
     meta = model.metadata
     assert meta["tensortune_feature_version"] == str(FEATURE_VERSION)
-    assert meta["isa"] == "avx2" and meta["feature_set"] == "relation"
+    assert meta["isa"] == target.isa.value and meta["feature_set"] == "relation"
     assert model.num_features == RELATION_LENGTH
     assert pretrained.incompatibility(model) is None
-    path = resources.files("tensortune.autotvm.pretrained").joinpath(model_file(AVX2))
+    path = resources.files("tensortune.autotvm.pretrained").joinpath(model_file(target))
     assert path.stat().st_size < 400_000  # a small file of package data
-    task = task_from_workload("resnet18:C6", template="conv2d_nchwc_packed", target=AVX2)
+    task = task_from_workload("resnet18:C6", template="conv2d_nchwc_packed", target=target)
     fx = FeatureExtractor(task)
     scores = model.predict(fx(task.space.sample(50, random.Random(0)))[:, fx.relation_slice])
     assert np.isfinite(scores).all() and scores.std() > 0  # it tells configs apart
@@ -75,7 +77,7 @@ def test_the_shipped_avx2_model_loads_with_the_features_of_this_version():
 def test_the_model_files_are_package_data():
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = conf["tool"]["setuptools"]["package-data"]["tensortune.autotvm.pretrained"]
-    assert any(fnmatch.fnmatch(model_file(AVX2), p) for p in patterns)
+    assert all(any(fnmatch.fnmatch(model_file(t), p) for p in patterns) for t in (AVX2, AVX512))
 
 
 def test_a_model_of_another_feature_version_is_refused_with_a_warning(tmp_path):

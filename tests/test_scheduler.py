@@ -114,12 +114,44 @@ def test_a_killed_run_resumes_without_measuring_anything_twice(tmp_path):
     assert len(load_records(log)) == 160
 
 
-def test_model_based_tuners_learn_from_the_other_tasks(tmp_path):
-    log = tmp_path / "net.jsonl"
-    scheduler = TaskScheduler([STEEP, STEEP2], 96, tuner="xgb", round_size=16, measure=FakeMeasure(), log_file=log,
-                              seed=0, progress=False)
+def _global_models(scheduler: TaskScheduler, monkeypatch) -> list:
+    """Each task's global model at the end of ``scheduler.run()`` (the tuners are closed, not dropped)."""
+    seen = []
+    original = TaskScheduler._refresh_history
+
+    def spy(self, state, states):
+        original(self, state, states)
+        seen.append((state.item.task, state.tuner.global_model))
+    monkeypatch.setattr(TaskScheduler, "_refresh_history", spy)
     result = scheduler.run()
     assert sum(result.trials) == 96 and all(i is not None for i in result.best_index)
+    return [dict(seen)[t] for t in (s.task for s in scheduler.items)]
+
+
+def test_model_based_tuners_learn_from_the_other_tasks_where_no_model_is_shipped(tmp_path, monkeypatch):
+    from tensortune.autotvm.tuner import xgb
+
+    monkeypatch.setattr(xgb, "pretrained_model", lambda target: None)  # an ISA with no shipped model
+    scheduler = TaskScheduler([STEEP, STEEP2], 96, tuner="xgb", round_size=16, measure=FakeMeasure(),
+                              log_file=tmp_path / "net.jsonl", seed=0, progress=False)
+    first, second = _global_models(scheduler, monkeypatch)
+    assert second is not None  # learned from the first task's records
+    assert first is not None  # and the first from the second's, once it had some
+
+
+def test_a_shipped_model_is_kept_rather_than_one_learned_from_the_other_tasks(tmp_path, monkeypatch):
+    from tensortune.autotvm.pretrained import pretrained_model
+
+    shipped = pretrained_model(AVX2)
+    assert shipped is not None
+    scheduler = TaskScheduler([STEEP, STEEP2], 96, tuner="xgb", round_size=16, measure=FakeMeasure(),
+                              log_file=tmp_path / "net.jsonl", seed=0, progress=False)
+    assert _global_models(scheduler, monkeypatch) == [shipped, shipped]
+    # given a history of earlier logs, the tuners learn from it and from the other tasks' records
+    history = load_records(tmp_path / "net.jsonl")
+    again = TaskScheduler([STEEP, FLAT], 96, tuner="xgb", round_size=16, measure=FakeMeasure(),
+                          log_file=tmp_path / "other.jsonl", seed=0, progress=False, history=history)
+    assert all(m is not None and m is not shipped for m in _global_models(again, monkeypatch))
 
 
 def test_alternatives_of_a_layer_count_once_and_the_faster_one_gets_more_trials():

@@ -128,19 +128,18 @@ class XGBTuner(Tuner):
         self._measured_since_plan = 0
         self.global_model: XGBCostModel | None = None
         self._seed = seed or 0
-        self._pretrained = pretrained
+        #: the model shipped for the target's ISA (None: none shipped, or ``pretrained=False``)
+        self.shipped_model = pretrained_model(task.target) if pretrained else None
         if history is not None:
             self.set_history(history)
-        elif pretrained:
-            self.global_model = pretrained_model(task.target)
+        else:
+            self.global_model = self.shipped_model
 
     def set_history(self, history: Iterable[Record]) -> None:
         """Learn (again) from other workloads' records: the global model that seeds the predictions.
         Records with nothing to learn from (none, or none successful) leave the shipped model in its place."""
         model = train_global_model(history, exclude=self.task.workload_key, seed=self._seed)
-        if model is None and self._pretrained:
-            model = pretrained_model(self.task.target)
-        self.global_model = model
+        self.global_model = model if model is not None else self.shipped_model
 
     def close(self) -> None:
         """Stop the feature-extraction workers (restarted if the tuner is used again; a ``feature_pool`` given is
