@@ -29,20 +29,21 @@ from common import best_curve, trials_to_reach, write_json
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def read_logs(folder: Path):
-    """All records of the ``.jsonl`` and ``.jsonl.gz`` logs in ``folder``."""
+def read_log(path: Path):
+    """The records of one ``.jsonl`` or ``.jsonl.gz`` log."""
     from tensortune.autotvm.record import load_records
 
-    records = []
-    for path in sorted(folder.glob("*.jsonl*")):
-        if path.suffix == ".gz":
-            with tempfile.NamedTemporaryFile("wb", suffix=".jsonl") as tmp:
-                tmp.write(gzip.decompress(path.read_bytes()))
-                tmp.flush()
-                records += load_records(tmp.name)
-        else:
-            records += load_records(path)
-    return records
+    if path.suffix != ".gz":
+        return load_records(path)
+    with tempfile.NamedTemporaryFile("wb", suffix=".jsonl") as tmp:
+        tmp.write(gzip.decompress(path.read_bytes()))
+        tmp.flush()
+        return load_records(tmp.name)
+
+
+def read_logs(folder: Path):
+    """All records of the ``.jsonl`` and ``.jsonl.gz`` logs in ``folder``."""
+    return [r for path in sorted(folder.glob("*.jsonl*")) for r in read_log(path)]
 
 
 def task_of(key: str, target):

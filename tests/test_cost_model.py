@@ -112,6 +112,8 @@ def test_pairwise_accuracy_and_topk_peak():
     t = np.array([1.0, 2.0, 3.0, 4.0])
     assert pairwise_accuracy(t, t) == 1.0
     assert pairwise_accuracy(t, -t) == 0.0
+    assert pairwise_accuracy(t, np.zeros(4)) == 0.5  # no opinion: a coin
+    assert pairwise_accuracy(t, np.array([1.0, 1.0, 3.0, 4.0])) == pytest.approx(5.5 / 6)
     assert topk_peak(t, np.array([4, 3, 2, 1.0]), 1) == 0.25
     assert topk_peak(t, t, 1) == 1.0
 
@@ -225,6 +227,39 @@ def test_transfer_from_a_log_changes_the_first_batch(tmp_path):
     assert transferred != plain
     # the global model prefers configs that the (shared) landscape rates higher than random ones
     assert np.mean([_fake_gflops(dst, i) for i in transferred]) > np.mean([_fake_gflops(dst, i) for i in plain])
+
+
+def test_a_global_model_from_cached_features_and_one_boosted_on_a_base_model(tmp_path):
+    from tensortune.autotvm.tuner.xgb import relation_features, train_global_model
+
+    src = create_task("matmul", {"M": 64, "N": 128, "K": 64})
+    dst = create_task("matmul", {"M": 128, "N": 64, "K": 128})
+    idx = src.space.sample(96, random.Random(0))
+    inputs = [MeasureInput(src, i) for i in idx]
+    append_records(tmp_path / "h.json", zip(inputs, _fake_measure(src)(inputs)))
+    history = load_records(tmp_path / "h.json")
+    calls = []
+
+    def cached(task, indices):  # what a benchmark's feature cache passes in
+        calls.append(len(indices))
+        return relation_features(task, indices)
+
+    plain = train_global_model(history, seed=0, num_rounds=20)
+    via_cache = train_global_model(history, seed=0, num_rounds=20, features=cached)
+    assert calls == [96]
+    X = relation_features(dst, dst.space.sample(200, random.Random(1)))
+    np.testing.assert_allclose(via_cache.predict(X), plain.predict(X))  # the same features, the same model
+
+    # boosted on a base: the trees learn a correction to the base's scores, so they are read with them. A base
+    # that ranks the configs backwards (learned from inverted timings) is corrected by the records
+    inverted = [MeasureResult((1.0 / r.costs[0],), ErrorKind.NONE, "", 0.0) for r in _fake_measure(src)(inputs)]
+    append_records(tmp_path / "inverted.json", zip(inputs, inverted))
+    backwards = train_global_model(load_records(tmp_path / "inverted.json"), seed=0, num_rounds=20)
+    boosted = train_global_model(history, seed=0, num_rounds=20, base=backwards)
+    Xs, ys = relation_features(src, idx), [_fake_gflops(src, i) for i in idx]
+    base_scores = backwards.predict(Xs)
+    assert not np.allclose(boosted.predict(Xs, base_scores), boosted.predict(Xs))
+    assert pairwise_accuracy(ys, base_scores) < 0.5 < pairwise_accuracy(ys, boosted.predict(Xs, base_scores))
 
 
 def test_tune_with_history_from_a_log_file(tmp_path):

@@ -65,9 +65,10 @@ class XGBCostModel:
             return  # nothing to learn yet
         self.booster = self._xgb.train(self.params, self._matrix(X, y, base_margin), self.num_rounds)
 
-    def fit_groups(self, X: np.ndarray, y: np.ndarray, groups: list[int]) -> None:
+    def fit_groups(self, X: np.ndarray, y: np.ndarray, groups: list[int],
+                   base_margin: np.ndarray | None = None) -> None:
         """Fit on several workloads at once; ``groups`` are their sizes (rows are ranked within a group)."""
-        d = self._matrix(X, np.asarray(y, np.float32), None)
+        d = self._matrix(X, np.asarray(y, np.float32), base_margin)
         if self.loss == "rank":
             d.set_group(groups)
         self.booster = self._xgb.train(self.params, d, self.num_rounds)
@@ -108,13 +109,16 @@ class XGBCostModel:
 # --------------------------------------------------------------------------- quality metrics
 
 def pairwise_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Fraction of pairs with different true values that the prediction orders correctly."""
+    """Fraction of pairs with different true values that the prediction orders correctly (a pair it scores the same
+    counts half, as a coin would order it)."""
     t = np.asarray(y_true, np.float64)
     p = np.asarray(y_pred, np.float64)
     dt = np.sign(t[:, None] - t[None, :])
     dp = np.sign(p[:, None] - p[None, :])
     mask = dt != 0
-    return float((dt[mask] == dp[mask]).mean()) if mask.any() else 0.5
+    if not mask.any():
+        return 0.5
+    return float(((dt[mask] == dp[mask]) + 0.5 * (dp[mask] == 0)).mean())
 
 
 def topk_peak(y_true: np.ndarray, y_pred: np.ndarray, k: int) -> float:

@@ -202,12 +202,22 @@ class XGBTuner(Tuner):
         return self._fill(batch, n)
 
 
+def relation_features(task: Task, indices: Sequence[int]) -> np.ndarray:
+    """The relation features (structure-invariant, comparable across workloads) of ``task``'s configs."""
+    fx = FeatureExtractor(task)
+    return fx(indices)[:, fx.relation_slice]
+
+
 def train_global_model(history: Iterable[Record], exclude: str | None = None, seed: int = 0,
-                       max_per_workload: int = 300, num_rounds: int = 150,
-                       max_depth: int = 4) -> XGBCostModel | None:
+                       max_per_workload: int = 300, num_rounds: int = 150, max_depth: int = 4,
+                       base: XGBCostModel | None = None,
+                       features: Callable[[Task, Sequence[int]], np.ndarray] = relation_features,
+                       ) -> XGBCostModel | None:
     """A ranking model on relation features of other workloads' records (throughput ranked per workload).
 
-    ``num_rounds`` and ``max_depth`` bound its size (the shipped pretrained models keep them small)."""
+    ``num_rounds`` and ``max_depth`` bound its size (the shipped pretrained models keep them small). With
+    ``base``, the trees are boosted on top of that model's scores (predict with ``base``'s as the margin).
+    ``features`` computes the relation features of a task's configs (a cache may stand in for it)."""
     by_workload: dict[tuple[str, str], list[Record]] = {}
     for r in history:
         if r.workload != exclude:
@@ -221,19 +231,18 @@ def train_global_model(history: Iterable[Record], exclude: str | None = None, se
         recs = task_records(recs, task)[:max_per_workload]  # indices into today's space (stale ones left out)
         if not recs:
             continue
-        fx = FeatureExtractor(task)
         flops = np.array([task.flops / r.mean_cost if r.ok else 0.0 for r in recs], np.float32)
         if flops.max() <= 0:
             continue
-        X = fx([r.config_index for r in recs])[:, fx.relation_slice]
-        feats.append(X)
+        feats.append(features(task, [r.config_index for r in recs]))
         labels.append(flops / flops.max())
         groups.append(len(recs))
     if not feats:
         return None
     model = XGBCostModel("rank", num_rounds=num_rounds, seed=seed)
     model.params["max_depth"] = max_depth
-    model.fit_groups(np.concatenate(feats), np.concatenate(labels), groups)
+    X = np.concatenate(feats)
+    model.fit_groups(X, np.concatenate(labels), groups, None if base is None else base.predict(X))
     return model
 
 
