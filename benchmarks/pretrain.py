@@ -91,7 +91,8 @@ def train(records, holdout: set[tuple], out: Path, target, seed: int, num_rounds
     return {"records": len(kept), "workloads": workloads, "model": str(out), "bytes": out.stat().st_size}
 
 
-def evaluate(keys, target, model_path: Path, trials: int, seeds: int, batch: int) -> list[dict]:
+def evaluate(keys, target, model_path: Path, trials: int, seeds: int, batch: int,
+             half_weight: int | None = None) -> list[dict]:
     """Tune each workload with the model at ``model_path`` and without, ``seeds`` times each, in turns."""
     from tensortune.autotvm.measure import Measurer
     from tensortune.autotvm.pretrained import load_pretrained
@@ -111,6 +112,8 @@ def evaluate(keys, target, model_path: Path, trials: int, seeds: int, batch: int
                 for with_model in ((True, False) if seed % 2 == 0 else (False, True)):
                     log = Path(tmp) / f"{key.replace(':', '_')}_{with_model}_{seed}.jsonl"
                     tuner = XGBTuner(task, seed=seed, pretrained=False)
+                    if half_weight is not None:
+                        tuner.GLOBAL_HALF_WEIGHT = half_weight
                     if with_model:
                         tuner.global_model = model  # what pretrained=True does with the shipped file
                     tune(task, trials, tuner=tuner, batch_size=batch, measure=measurer.measure, log_file=log,
@@ -147,6 +150,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=100, help="boosting rounds of the model (its size)")
     p.add_argument("--max-depth", type=int, default=4)
+    p.add_argument("--half-weight", type=int, help="evaluate with the tuner's GLOBAL_HALF_WEIGHT set to this (own "
+                   "measurements after which the task's model and the pretrained one weigh the same)")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args()
 
@@ -168,7 +173,10 @@ def main() -> None:
     if args.evaluate:
         if not args.holdout:
             raise SystemExit("--evaluate needs --holdout: workloads the model was not trained on")
-        rows = evaluate(args.holdout, target, out, args.trials, args.seeds, args.batch_size)
+        rows = evaluate(args.holdout, target, out, args.trials, args.seeds, args.batch_size, args.half_weight)
+        from tensortune.autotvm.tuner import XGBTuner
+
+        result["half_weight"] = args.half_weight or XGBTuner.GLOBAL_HALF_WEIGHT
         result["evaluation"] = rows
         ratios = [r["scratch"]["median_trials_to_90"] / r["pretrained"]["median_trials_to_90"] for r in rows]
         result["geomean_fewer_trials"] = gm = statistics.geometric_mean(ratios)

@@ -141,8 +141,23 @@ def test_the_xgb_tuner_proposes_its_first_batch_from_the_shipped_model_then_lear
     X = fx(others)
     np.testing.assert_allclose(tuner.score(others),
                                tuner.model.predict(X, weight * shipped.predict(X[:, fx.relation_slice])), rtol=1e-5)
+    rest = list(tuner.plan)  # what the shipped model alone planned beyond the first batch
     second = tuner.next_batch(16)
     assert not set(second) & set(batch)
+    tuner.close()
+
+
+def test_the_shipped_models_plan_is_made_again_once_the_tasks_own_measurements_train_its_model():
+    task = create_task("matmul", {"M": 128, "N": 128, "K": 128}, target=AVX2)
+    tuner = XGBTuner(task, seed=0, plan_size=64, n_jobs=1)
+    first = tuner.next_batch(16)
+    rest = set(tuner.plan)  # the shipped model's 48 next guesses
+    assert len(rest) >= 40
+    inputs = [MeasureInput(task, i) for i in first]
+    tuner.update(inputs, _fake_measure(task)(inputs))
+    second = tuner.next_batch(16)
+    # annealed again under the model that has seen the first batch, not the shipped model's next guesses
+    assert len(set(second) - rest) >= 8
     tuner.close()
 
 

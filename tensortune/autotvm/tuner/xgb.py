@@ -4,7 +4,9 @@ After each measured batch the model is refit. Every ``plan_size`` measurements, 
 under the model (64 chains of up to 40 steps; chains persist across runs and a quarter restart from
 the fastest measured configs) finds the best configs, of which a plan of ``plan_size`` is picked
 greedily for diversity of knob values among the top scorers. Each batch takes the plan's best under
-the refit model, plus a few random configs (epsilon-greedy). Annealing scores a few thousand configs
+the refit model, plus a few random configs (epsilon-greedy); a plan made by the global model alone (below),
+before any measurement of the task, is made again once the first ones train the task's model (the global model's
+next-best guesses are worse than what a model that has seen the first batch finds). Annealing scores a few thousand configs
 per plan; their features are extracted in worker processes (``n_jobs``, default: the usable cores),
 which are otherwise idle between measured batches.
 With ``history`` (records of other workloads), a global model on structure-invariant features
@@ -126,6 +128,7 @@ class XGBTuner(Tuner):
         self.ys: list[float] = []
         self.plan: list[int] = []  # configs picked by the last annealing run, best first
         self._measured_since_plan = 0
+        self._plan_blind = False  # the plan was made before the task's own model was trained
         self.global_model: XGBCostModel | None = None
         self._seed = seed or 0
         #: the model shipped for the target's ISA (None: none shipped, or ``pretrained=False``)
@@ -158,8 +161,11 @@ class XGBTuner(Tuner):
             X = self.features(self.xs)
             self.model.fit(X, y / y.max(), self._margin(X))
 
+    #: measurements of its own after which the task's model and the global one weigh the same
+    GLOBAL_HALF_WEIGHT = 64
+
     def _global_weight(self) -> float:
-        return 64.0 / (64.0 + len(self.xs))
+        return self.GLOBAL_HALF_WEIGHT / (self.GLOBAL_HALF_WEIGHT + len(self.xs))
 
     def _margin(self, X: np.ndarray) -> np.ndarray | None:
         if self.global_model is None:
@@ -186,13 +192,16 @@ class XGBTuner(Tuner):
         if not self.model.trained and self.global_model is None:
             return self._fill([], n)
         self.plan = [i for i in self.plan if self._is_fresh(i, set())]
-        if len(self.plan) < n or self._measured_since_plan >= self.plan_size:
+        # a plan the global model made alone is replaced as soon as the task's own measurements train its model
+        blind = self._plan_blind and self.model.trained
+        if len(self.plan) < n or self._measured_since_plan >= self.plan_size or blind:
             # Re-plan: anneal under the current model, keep a diverse set of its best configs.
             self._seed_chains()
             exclude = self.visited | self._invalid
             found = self.sa.find_maximums(self.score, 2 * max(self.plan_size, n), exclude)
             self.plan = diverse_pick(found, self.score(found), max(self.plan_size, n), self.space) if found else []
             self._measured_since_plan = 0
+            self._plan_blind = not self.model.trained
         elif self.plan:
             # The model was refit since the plan was made: re-rank what is left (features are cached).
             order = np.argsort(-self.score(self.plan), kind="stable")
