@@ -2,20 +2,17 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 import tensortune as tt
-from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
+from network_logs import timed, tuned_layers, valid_configs
 from tensortune.autotvm.record import append_records
 from tensortune.cli import main
 from tensortune.errors import ArgumentError
 from tensortune.graph.tasks import CONV_TEMPLATE, default_task, extract_tasks
 from tensortune.network import optimized_graph, refine, zoo
 from tensortune.network.profiling import profile_network
-from tensortune.network.refine import Candidate, kernel_of
-from tensortune.network.tuned import _BlockMismatch
 from tensortune.target import Target
 
 HOST = Target.host()
@@ -26,29 +23,14 @@ def resnet():
     return zoo.resnet18(image=32)
 
 
-def _first_valid(g, node, task) -> int:
-    for index in range(len(task.space)):
-        try:
-            kernel_of(g, node, Candidate(task, index, None))
-        except _BlockMismatch:
-            continue
-        return index
-    raise AssertionError(f"no config of {task} runs the network's layout")
-
-
 def _log(m, path) -> dict[str, int]:
     """Per task: its first config the layout runs, timed alone at 0.1 ms, and its untuned kernel at 1 ms. Returns
     {node: config index}."""
-    g = optimized_graph(m, HOST)
-    nodes = {n.name: n for n in g.nodes}
+    g, layers = tuned_layers(m, HOST)
     pairs, chosen = [], {}
-    for t in extract_tasks(g, HOST):
-        if t.task is None:
-            continue
-        index = _first_valid(g, nodes[t.nodes[0]], t.task)
-        pairs += [(MeasureInput(t.task, index), MeasureResult((1e-4,), ErrorKind.NONE, "", 0.1, time.time())),
-                  (MeasureInput(default_task(t.task), 0), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1,
-                                                                         time.time()))]
+    for t, node in layers:
+        index = valid_configs(g, node, t.task, 1)[0]
+        pairs += [timed(t.task, index, 1e-4), timed(default_task(t.task), 0, 1e-3)]
         chosen.update({n: index for n in t.nodes})
     append_records(path, pairs)
     return chosen

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
 
 import tensortune as tt
+from network_logs import timed, tuned_layers, valid_configs
 from onnx_models import assert_close, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import Record, append_records, load_records, pick_best, write_records
@@ -16,9 +16,9 @@ from tensortune.cli import main
 from tensortune.errors import ArgumentError
 from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks
 from tensortune.network import optimized_graph, zoo
-from tensortune.network.refine import (Candidate, kernel_of, layer_candidates, layer_tag, network_fingerprint,
+from tensortune.network.refine import (layer_candidates, layer_tag, network_fingerprint,
                                        refine, config_kind)
-from tensortune.network.tuned import TunedKernels, _BlockMismatch
+from tensortune.network.tuned import TunedKernels
 from tensortune.target import Target
 
 HOST = Target.host()
@@ -30,39 +30,19 @@ def resnet():
     return zoo.resnet18(image=IMAGE)
 
 
-def _valid_configs(g, node, task, n, start=0):
-    """The first ``n`` configs of ``task`` (from index ``start``) the network's layout can run at ``node``."""
-    out = []
-    for index in range(start, len(task.space)):
-        try:
-            kernel_of(g, node, Candidate(task, index, None))
-        except _BlockMismatch:
-            continue
-        out.append(index)
-        if len(out) == n:
-            return out
-    return out
-
-
 def _fake_log(m, path):
     """Records timed alone: per layer three direct configs (0.1, 0.2, 0.3 ms), one Winograd config where the layer
     has one (0.5 ms), the untuned kernel (1 ms). Returns {workload: (direct indices, winograd index or None)}."""
-    g = optimized_graph(m, HOST)
-    nodes = {n.name: n for n in g.nodes}
+    g, layers = tuned_layers(m, HOST)
     pairs, layout = [], {}
-    for t in extract_tasks(g, HOST):
-        if t.task is None:
-            continue
-        node = nodes[t.nodes[0]]
-        direct = _valid_configs(g, node, t.task, 3)
-        pairs += [(MeasureInput(t.task, i), MeasureResult((1e-4 * (k + 1),), ErrorKind.NONE, "", 0.1, time.time()))
-                  for k, i in enumerate(direct)]
+    for t, node in layers:
+        direct = valid_configs(g, node, t.task, 3)
+        pairs += [timed(t.task, i, 1e-4 * (k + 1)) for k, i in enumerate(direct)]
         wino = next((a for a in t.alternatives if a.name == WINOGRAD_TEMPLATE), None)
-        w = _valid_configs(g, node, wino, 1)[0] if wino is not None else None
+        w = valid_configs(g, node, wino, 1)[0] if wino is not None else None
         if wino is not None:
-            pairs.append((MeasureInput(wino, w), MeasureResult((5e-4,), ErrorKind.NONE, "", 0.1, time.time())))
-        pairs.append((MeasureInput(default_task(t.task), 0), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1,
-                                                                          time.time())))
+            pairs.append(timed(wino, w, 5e-4))
+        pairs.append(timed(default_task(t.task), 0, 1e-3))
         layout[t.workload] = (direct, w)
     append_records(path, pairs)
     return layout
@@ -127,7 +107,7 @@ def test_compile_chooses_by_the_latest_refinement_of_this_network_only(tmp_path)
     m = zoo.mobilenet_v2(image=32)
     g = optimized_graph(m, HOST)
     layer = next(t for t in extract_tasks(g, HOST) if t.task is not None and t.kind == "conv2d")
-    (index,) = _valid_configs(g, next(n for n in g.nodes if n.name == layer.nodes[0]), layer.task, 1)
+    (index,) = valid_configs(g, next(n for n in g.nodes if n.name == layer.nodes[0]), layer.task, 1)
     default = default_task(layer.task)
     log = tmp_path / "log.jsonl"
     append_records(log, [(MeasureInput(layer.task, index), MeasureResult((1e-4,), ErrorKind.NONE, "", 0.1, 1.0)),
@@ -195,7 +175,7 @@ def test_config_kind_reads_the_parallel_loops_and_the_winograd_tile_size():
 def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
     g = optimized_graph(resnet, HOST)
     t = next(t for t in extract_tasks(g, HOST) if t.task is not None)
-    direct = _valid_configs(g, next(n for n in g.nodes if n.name == t.nodes[0]), t.task, 2)
+    direct = valid_configs(g, next(n for n in g.nodes if n.name == t.nodes[0]), t.task, 2)
     records = [Record.from_measurement(MeasureInput(t.task, i), MeasureResult(c, kind, "", 0.1, 1.0))
                for i, c, kind in [(direct[0], (1e-4,), ErrorKind.NONE), (direct[0], (1.1e-4,), ErrorKind.NONE),
                                   (direct[1], (1e9,), ErrorKind.RUNTIME_CRASH)]]
@@ -214,7 +194,7 @@ def test_layer_candidates_keep_the_fastest_winograd_config_of_each_kind(resnet):
     by_split: dict[tuple, list[int]] = {}
     for i in np.random.default_rng(0).permutation(len(wino.space))[:300].tolist():
         split = config_kind(wino.config(i).to_json())
-        if len(by_split.get(split, [])) < 2 and _valid_configs(g, node, wino, 1, start=i) == [i]:
+        if len(by_split.get(split, [])) < 2 and valid_configs(g, node, wino, 1, start=i) == [i]:
             by_split.setdefault(split, []).append(i)
     splits = [k for k, v in by_split.items() if len(v) == 2][:3]
     assert len(splits) == 3, "the space should offer several product splits"
