@@ -6,8 +6,8 @@ the fastest measured configs) finds the best configs, of which a plan of ``plan_
 greedily for diversity of knob values among the top scorers. Each batch takes the plan's best under
 the refit model, plus a few random configs (epsilon-greedy); a plan made by the global model alone (below),
 before any measurement of the task, is made again once the first ones train the task's model (the global model's
-next-best guesses are worse than what a model that has seen the first batch finds). Annealing scores a few thousand configs
-per plan; their features are extracted in worker processes (``n_jobs``, default: the usable cores),
+next-best guesses are worse than what a model that has seen the first batch finds). Annealing scores a few
+thousand configs per plan; their features are extracted in worker processes (``n_jobs``, default: the usable cores),
 which are otherwise idle between measured batches.
 With ``history`` (records of other workloads), a global model on structure-invariant features
 seeds the predictions, with a weight that decays as local measurements accumulate; without it, the
