@@ -154,6 +154,8 @@ def main() -> None:
                    "measurements after which the task's model and the pretrained one weigh the same)")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args()
+    if args.half_weight is not None and args.half_weight < 1:
+        p.error(f"--half-weight must be a positive number of measurements, got {args.half_weight}")
 
     from tensortune.autotvm.pretrained import model_file
     from tensortune.target import Target
