@@ -91,23 +91,6 @@ def test_the_scheduler_beats_round_robin_on_the_estimated_latency():
     assert sum(gains) / len(gains) > 1.0 and min(gains) > 0.95
 
 
-def test_first_rounds_shrink_to_a_quarter_of_a_small_budget_and_the_rest_follows_the_gain():
-    """Six tasks, 192 trials: rounds of 16 would spend half the budget on first rounds; they take 8 each (a
-    quarter), and the task that runs eight times per inference gets most of what is left."""
-    tasks = [WeightedTask(Task(matmul_template, (96 + 32 * i, 64, 64), AVX2), 8 if i == 2 else 1) for i in range(6)]
-    scheduler = TaskScheduler(tasks, 192, tuner="random", round_size=16, measure=FakeMeasure(), seed=0,
-                              progress=False)
-    assert scheduler.first_round == 8
-    result = scheduler.run()
-    assert [c[0] for c in result.curve[:6]] == [8, 16, 24, 32, 40, 48]  # one short first round per task
-    assert min(result.trials) >= 8 and sum(result.trials) == 192
-    assert result.trials[2] > sum(result.trials) / 3
-    tiny = TaskScheduler(tasks, 24, tuner="random", round_size=16, measure=FakeMeasure(), progress=False)
-    assert tiny.first_round == TaskScheduler.MIN_FIRST_ROUND  # never below it, even when the budget is tinier
-    even = TaskScheduler(tasks, 192, tuner="random", round_size=16, strategy=Strategy.ROUND_ROBIN, progress=False)
-    assert even.first_round == 16  # the equal split's rounds are the rounds
-
-
 def test_the_curve_of_estimated_latency_falls(tmp_path):
     result = tune_network([FLAT, STEEP], 128, tuner="random", round_size=16, measure=FakeMeasure(), seed=2,
                           progress=False)

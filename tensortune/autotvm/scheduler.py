@@ -2,8 +2,7 @@
 
 After Ansor's gradient-based task scheduler. The network's estimated latency is the sum over tasks
 of ``weight x best latency`` (weight: how often the task's kernel runs in the network). Every task
-first gets one round of trials (shorter when the budget is small for the network: first rounds take at most a
-quarter of it, so that most of it is shared by expected gain); then each round goes to the task whose next trials are expected to
+first gets one round of trials; then each round goes to the task whose next trials are expected to
 lower the network's latency most: its weight times a mix of its recent improvement per trial
 (backward) and an optimistic estimate (forward: its latency over its trials so far, halved for each
 round since it last improved, so that a task whose search has stalled yields to one still finding
@@ -132,8 +131,7 @@ class NetworkTuneResult:
 class TaskScheduler:
     """Shares ``n_trial`` trials among ``tasks`` (see the module docstring); ``run()`` tunes them.
 
-    ``round_size`` trials make one round (one measured batch); a task's first round may be shorter
-    (``first_round``). ``alpha`` weighs the backward gradient
+    ``round_size`` trials make one round (one measured batch). ``alpha`` weighs the backward gradient
     against the forward estimate; ``window`` is how many rounds back the backward gradient looks;
     ``epsilon`` is the share of rounds given to a random unfinished task.
     """
@@ -162,24 +160,6 @@ class TaskScheduler:
         self.rng = random.Random(seed)
         self.history = list(history)
         self._feature_pool: ProcessPoolExecutor | None = None
-        self.first_round = self._first_round_size()
-
-    #: trials of a first round below which it is not shortened for the budget's sake
-    MIN_FIRST_ROUND = 4
-
-    def _first_round_size(self) -> int:
-        """Trials of each task's first round: ``round_size``, or fewer (down to ``MIN_FIRST_ROUND``) so that the
-        first rounds of all tasks take at most a quarter of the budget (a task whose space is smaller than a round
-        counts its space). With 500 trials for ResNet-18's 28 tasks (12 of them a single default config) a round of
-        16 would leave the scheduler under half of the budget to share by expected gain, which then differs little
-        from an equal split; Ansor likewise shrinks its rounds to the budget over the number of tasks."""
-        if self.strategy is Strategy.ROUND_ROBIN:
-            return self.round_size
-        sizes = [len(t.task.space) for t in self.items]
-        for first in range(self.round_size, self.MIN_FIRST_ROUND, -1):
-            if 4 * sum(min(first, size) for size in sizes) <= self.n_trial:
-                return first
-        return min(self.round_size, self.MIN_FIRST_ROUND)
 
     # ------------------------------------------------------------------ running
     def run(self) -> NetworkTuneResult:
@@ -204,8 +184,7 @@ class TaskScheduler:
                 turn += 1
                 if measure is None:
                     measure = open_measurer(stack)
-                size = self.first_round - state.run.done if state.run.done < self.first_round else self.round_size
-                n = min(size, self.n_trial - total, state.run.n_trial - state.run.done)
+                n = min(self.round_size, self.n_trial - total, state.run.n_trial - state.run.done)
                 self._refresh_history(state, states)
                 indices = state.tuner.next_batch(n)
                 if not indices:
@@ -252,7 +231,7 @@ class TaskScheduler:
         if self.strategy is Strategy.ROUND_ROBIN:
             return min(live, key=lambda s: (s.run.done, states.index(s)))
         best = self._group_best(states)
-        first = [s for s in live if s.run.done < self.first_round or math.isinf(best[s.item.group_key])]
+        first = [s for s in live if s.run.done < self.round_size or math.isinf(best[s.item.group_key])]
         if first:  # a first round for every task (and more for a task of a group with no success yet)
             return min(first, key=lambda s: (s.run.done, states.index(s)))
         if self.rng.random() < self.epsilon:
