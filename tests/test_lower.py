@@ -34,7 +34,8 @@ def bounds(e, ranges):
 
 def region(e, free, ranges):
     return Analyzer().region(e, free, ranges)
-from tensortune.lower.passes import MAX_UNROLL_EXTENT, remove_unit_loops, simplify_func, unroll_loops
+from tensortune.lower.passes import MAX_UNROLL_EXTENT, partition_clamps, remove_unit_loops, simplify_func, \
+    unroll_loops
 from tensortune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Select, Var, walk
 
 F32 = DType.float32
@@ -644,3 +645,57 @@ def test_a_fused_index_split_back_and_flattened_again_is_the_fused_index():
     assert simplify(((p * 3 + q) // 7) * 14 + ((p * 3 + q) % 7) * 2 + 5) == simplify(p * 6 + q * 2 + 5)
     assert simplify((p // 7) * 7 + q % 7) == add(mul(Binary(BinOp.FLOORDIV, p, c(7)), c(7)),
                                                  Binary(BinOp.FLOORMOD, q, c(7)))  # different operands: kept
+
+
+# ------------------------------------------------------------------ clamped indices (padded tiles)
+
+def _clamped_copy(n: int, tile: int, reverse: bool):
+    """``P[o, i] = B[min(o * tile + i, n - 1)]`` over whole tiles (or mirrored with ``max``: ``B[n - 1 -
+    max(...)]`` reads the same clamp from the other side); vectorized like a matmul's packing loop."""
+    tiles = -(-n // tile)
+    B = te.placeholder((n,), "float32", "B")
+    if reverse:
+        P = te.compute((tiles, tile), lambda o, i: B[n - 1 - te.maximum(n - 1 - (o * tile + i), 0)], "P")
+    else:
+        P = te.compute((tiles, tile), lambda o, i: B[te.minimum(o * tile + i, n - 1)], "P")
+    s = tt.create_schedule(P)
+    s[P].vectorize(s[P].axis[1])
+    return s, B, P
+
+
+def _clamps(node) -> list:
+    return [x for x in walk(node) if isinstance(x, Binary) and x.op in (BinOp.MIN, BinOp.MAX)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 70), tile=st.sampled_from([1, 3, 4, 8, 16]), reverse=st.booleans())
+def test_partition_clamps_gives_the_unclamped_tiles_a_clamp_free_loop(n, tile, reverse, check_lowering, check_run):
+    s, B, P = _clamped_copy(n, tile, reverse)
+    fn = check_lowering(s, [B, P])
+    tiles = -(-n // tile)
+    b = np.arange(n, dtype="float32")
+    want = b[np.minimum(np.arange(tiles * tile), n - 1)].reshape(tiles, tile)
+    check_run(s, [B, P], [b], want)
+    ifs = _ifs(fn)
+    if tiles * tile == n or tiles == 1:  # no clamp, or one that bites in the only tile: nothing to partition
+        assert not ifs
+        return
+    (branch,) = ifs
+    assert isinstance(branch.then, For) and not _clamps(branch.then)  # the fast loop: no clamp left
+    assert _clamps(branch.otherwise)  # the last tile keeps its clamp
+    # the test holds exactly for the tiles that end inside B
+    o = next(v for v in tt.te.expr.free_vars(branch.cond))
+    for value in range(tiles):
+        held = Analyzer().simplify(tt.te.expr.substitute(branch.cond, {o: c(value)}))
+        assert bool(held.value) == ((value + 1) * tile <= n)
+
+
+def test_partition_clamps_leaves_a_clamp_it_cannot_bound(bufs):
+    src, dst = bufs
+    i, j = Var("i", DType.int32), Var("j", DType.int32)
+    quadratic = Binary(BinOp.MIN, mul(i, i), c(7))  # not linear in the loop variable
+    invariant = Binary(BinOp.MIN, j, c(7))  # does not move with the loop: the C compiler hoists it
+    body = For(j, 4, ForKind.SERIAL, For(i, 4, ForKind.SERIAL,
+                                           Store(dst, add(quadratic, invariant), Load(src, i))))
+    out = partition_clamps(func(body, src, dst))
+    assert out.body == body

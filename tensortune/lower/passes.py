@@ -9,7 +9,7 @@ from dataclasses import replace
 from ..arith import Analyzer, Ranges
 from ..ir.nodes import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from ..ir.visitor import Mutator, Visitor
-from ..te.expr import Const, Expr, substitute
+from ..te.expr import BinOp, Binary, CmpOp, Compare, Const, Expr, free_vars, substitute, transform, walk
 
 _EMPTY = Seq(())
 
@@ -101,6 +101,58 @@ class _UnrollLoops(_StmtMutator):
                 s.extent * _size(body) <= MAX_UNROLL_BODY:
             return seq(*(substitute(body, {s.var: Const(i)}) for i in range(s.extent)))
         return replace(s, body=body)
+
+
+def partition_clamps(func: PrimFunc, analyzer: Analyzer | None = None) -> PrimFunc:
+    """Give each innermost loop that clamps an index (``min(j, n - 1)``: a padded tile reading the last row or
+    column again) a clamp-free copy for the iterations of the enclosing loops where no clamp can bite:
+    ``if (clamp idle over the whole loop) loop-without-clamps else loop-as-it-was``. The test depends only on
+    enclosing loops, so the C compiler hoists it out of them: every tile but the last runs plain contiguous
+    code (a packing loop vectorizes again instead of clamping element by element)."""
+    return replace(func, body=_PartitionClamps(analyzer or Analyzer()).visit(func.body))
+
+
+class _PartitionClamps(_StmtMutator):
+    KINDS = (ForKind.SERIAL, ForKind.VECTORIZED)
+
+    def __init__(self, analyzer: Analyzer):
+        self.ana = analyzer
+
+    def visit_For(self, s: For) -> Stmt:
+        if s.kind not in self.KINDS or any(isinstance(n, For) for n in walk(s.body)):
+            return replace(s, body=self.visit(s.body))
+        conds = []
+        for clamp in dict.fromkeys(n for n in walk(s.body) if self._is_clamp(n, s.var)):
+            idle = self._idle(clamp, s.var, s.extent)
+            if idle is not None and not (isinstance(idle, Const) and not idle.value):  # never idle: keep it
+                conds.append((clamp, idle))
+        if not conds:
+            return s
+        idle_clamps = {c for c, _ in conds}
+        clean = transform(s, lambda n: n.a if isinstance(n, Binary) and n in idle_clamps else n)
+        tests = [c for _, c in conds if not isinstance(c, Const)]  # a constant one here is always idle
+        if not tests:
+            return clean
+        test = tests[0]
+        for c in tests[1:]:
+            test = Binary(BinOp.AND, test, c)
+        return IfThenElse(test, clean, s)
+
+    @staticmethod
+    def _is_clamp(n, var) -> bool:
+        return isinstance(n, Binary) and n.op in (BinOp.MIN, BinOp.MAX) and isinstance(n.b, Const) \
+            and n.a.dtype.is_int and var in free_vars(n.a)
+
+    def _idle(self, clamp: Binary, var, extent: int) -> Expr | None:
+        """The condition under which ``clamp`` returns its first operand for every value of ``var``; None
+        unless that operand moves with ``var`` linearly (then its extreme is at the first or last iteration)."""
+        terms, _ = self.ana.linear(clamp.a)
+        coef = terms.get(var)
+        if coef is None or any(var in free_vars(atom) for atom in terms if atom is not var):
+            return None
+        at = Const(extent - 1 if (coef > 0) == (clamp.op is BinOp.MIN) else 0, var.dtype)
+        end = substitute(clamp.a, {var: at})
+        return self.ana.simplify(Compare(CmpOp.LE if clamp.op is BinOp.MIN else CmpOp.GE, end, clamp.b))
 
 
 def _size(s: Stmt) -> int:
