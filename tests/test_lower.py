@@ -34,7 +34,7 @@ def bounds(e, ranges):
 
 def region(e, free, ranges):
     return Analyzer().region(e, free, ranges)
-from tensortune.lower.passes import MAX_UNROLL_EXTENT, partition_clamps, remove_unit_loops, simplify_func, \
+from tensortune.lower.passes import MAX_UNROLL_EXTENT, MIN_CLAMPS_PER_ITERATION, partition_clamps, remove_unit_loops, simplify_func, \
     unroll_loops
 from tensortune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Select, Var, walk
 
@@ -692,10 +692,32 @@ def test_partition_clamps_gives_the_unclamped_tiles_a_clamp_free_loop(n, tile, r
 
 def test_partition_clamps_leaves_a_clamp_it_cannot_bound(bufs):
     src, dst = bufs
-    i, j = Var("i", DType.int32), Var("j", DType.int32)
-    quadratic = Binary(BinOp.MIN, mul(i, i), c(7))  # not linear in the loop variable
-    invariant = Binary(BinOp.MIN, j, c(7))  # does not move with the loop: the C compiler hoists it
-    body = For(j, 4, ForKind.SERIAL, For(i, 4, ForKind.SERIAL,
-                                           Store(dst, add(quadratic, invariant), Load(src, i))))
-    out = partition_clamps(func(body, src, dst))
-    assert out.body == body
+    i = Var("i", DType.int32)
+    quadratic = Binary(BinOp.MIN, mul(i, i), c(7))  # not linear in the loop variable: no test over the loop
+    body = For(i, 4, ForKind.SERIAL, Store(dst, quadratic, Load(src, i)))
+    assert partition_clamps(func(body, src, dst)).body == body
+
+
+def test_partition_clamps_tests_an_outer_clamp_once_per_iteration(bufs, check_run, rng):
+    """Clamps that move with an outer loop only (a register tile's rows, clamped in the last tile) split that
+    loop's body when they are many: the clean copy has canonical indices (one base and constant offsets)."""
+    rows = MIN_CLAMPS_PER_ITERATION + 1
+    for tile, split in ((rows, True), (MIN_CLAMPS_PER_ITERATION - 1, False)):
+        A = te.placeholder((tile + 1, 4), "float32", "A")  # all but one row of the second tile are past the end
+        P = te.compute((2 * tile, 4), lambda i, k: A[te.minimum(i, tile), k] * 2.0, "P")
+        s = tt.create_schedule(P)
+        io, ii = s[P].split(s[P].axis[0], tile)
+        s[P].reorder(io, s[P].axis[1], ii)
+        s[P].unroll(ii)
+        fn = tt.lower(s, [A, P])
+        a = rng.standard_normal((tile + 1, 4)).astype("float32")
+        check_run(s, [A, P], [a], a[np.minimum(np.arange(2 * tile), tile)] * 2)
+        if not split:  # too few clamps to pay for a second copy of the body
+            assert not _ifs(fn)
+            continue
+        (branch,) = _ifs(fn)
+        assert str(branch.cond) == f"i.outer * {tile} + {tile - 1} <= {tile}"  # the strongest of the row tests
+        assert not _clamps(branch.then) and _clamps(branch.otherwise)
+        stores = [x for x in walk(branch.then) if isinstance(x, Store)]
+        assert [str(x.index) for x in stores] == [f"i.outer * {4 * tile} + k" + (f" + {4 * r}" if r else "")
+                                                  for r in range(tile)]
