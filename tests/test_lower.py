@@ -34,7 +34,7 @@ def bounds(e, ranges):
 
 def region(e, free, ranges):
     return Analyzer().region(e, free, ranges)
-from tensortune.lower.passes import MAX_UNROLL_EXTENT, MIN_CLAMPS_PER_ITERATION, partition_clamps, remove_unit_loops, simplify_func, \
+from tensortune.lower.passes import MAX_UNROLL_EXTENT, MIN_CLAMPS_PER_ITERATION, partition_tails, remove_unit_loops, simplify_func, \
     unroll_loops
 from tensortune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Select, Var, walk
 
@@ -669,7 +669,7 @@ def _clamps(node) -> list:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 70), tile=st.sampled_from([1, 3, 4, 8, 16]), reverse=st.booleans())
-def test_partition_clamps_gives_the_unclamped_tiles_a_clamp_free_loop(n, tile, reverse, check_lowering, check_run):
+def test_partition_tails_gives_the_unclamped_tiles_a_clamp_free_loop(n, tile, reverse, check_lowering, check_run):
     s, B, P = _clamped_copy(n, tile, reverse)
     fn = check_lowering(s, [B, P])
     tiles = -(-n // tile)
@@ -690,15 +690,15 @@ def test_partition_clamps_gives_the_unclamped_tiles_a_clamp_free_loop(n, tile, r
         assert bool(held.value) == ((value + 1) * tile <= n)
 
 
-def test_partition_clamps_leaves_a_clamp_it_cannot_bound(bufs):
+def test_partition_tails_leaves_a_clamp_it_cannot_bound(bufs):
     src, dst = bufs
     i = Var("i", DType.int32)
     quadratic = Binary(BinOp.MIN, mul(i, i), c(7))  # not linear in the loop variable: no test over the loop
     body = For(i, 4, ForKind.SERIAL, Store(dst, quadratic, Load(src, i)))
-    assert partition_clamps(func(body, src, dst)).body == body
+    assert partition_tails(func(body, src, dst)).body == body
 
 
-def test_partition_clamps_tests_an_outer_clamp_once_per_iteration(bufs, check_run, rng):
+def test_partition_tails_tests_an_outer_clamp_once_per_iteration(bufs, check_run, rng):
     """Clamps that move with an outer loop only (a register tile's rows, clamped in the last tile) split that
     loop's body when they are many: the clean copy has canonical indices (one base and constant offsets)."""
     rows = MIN_CLAMPS_PER_ITERATION + 1
@@ -721,3 +721,32 @@ def test_partition_clamps_tests_an_outer_clamp_once_per_iteration(bufs, check_ru
         stores = [x for x in walk(branch.then) if isinstance(x, Store)]
         assert [str(x.index) for x in stores] == [f"i.outer * {4 * tile} + k" + (f" + {4 * r}" if r else "")
                                                   for r in range(tile)]
+
+
+def test_partition_tails_gives_the_full_tiles_an_unguarded_contiguous_copy(check_lowering, check_run, rng):
+    """A tile's copy-out guards each element (``if (j < n)``); in the full tiles the guard goes, and the copy is
+    whole vectors. A strided copy (a transpose) keeps its guarded loop: it would gather element by element."""
+    n, tile = 23, 8
+    A = te.placeholder((3, n), "float32", "A")
+    for transpose in (False, True):
+        if transpose:
+            T = te.placeholder((n, 3), "float32", "T")
+            C = te.compute((3, n), lambda i, j: T[j, i] + 1.0, "C")
+            args, a = [T, C], rng.standard_normal((n, 3)).astype("float32")
+            want = a.T + 1
+        else:
+            C = te.compute((3, n), lambda i, j: A[i, j] + 1.0, "C")
+            args, a = [A, C], rng.standard_normal((3, n)).astype("float32")
+            want = a + 1
+        s = tt.create_schedule(C)
+        jo, ji = s[C].split(s[C].axis[1], tile)
+        s[C].vectorize(ji)
+        fn = check_lowering(s, args)
+        check_run(s, args, [a], want)
+        loops = [x for x in walk(fn.body) if isinstance(x, For) and x.kind is ForKind.VECTORIZED]
+        if transpose:
+            assert len(loops) == 1 and _ifs(loops[0])  # one guarded loop, as it was
+            continue
+        (branch,) = [x for x in _ifs(fn) if x.otherwise is not None]
+        assert str(branch.cond) == f"j.outer * {tile} + {tile - 1} < {n}"
+        assert not _ifs(branch.then)  # the full tiles: no guard left

@@ -10,7 +10,7 @@ from ..schedule.schedule import Schedule
 from ..te.tensor import Tensor
 from .gpu import insert_gpu_sync
 from .loop_nest import build_loop_nest
-from .passes import partition_clamps, remove_unit_loops, simplify_func, unroll_loops
+from .passes import partition_tails, remove_unit_loops, simplify_func, unroll_loops
 
 Pass = Callable[[PrimFunc, Analyzer], PrimFunc]
 
@@ -21,7 +21,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("insert_gpu_sync", insert_gpu_sync),  # the identity without shared buffers (CPU kernels)
     ("unroll_loops", unroll_loops),
     ("simplify_after_unroll", simplify_func),
-    ("partition_clamps", partition_clamps),
+    ("partition_tails", partition_tails),
 )
 
 

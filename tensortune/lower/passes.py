@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..arith import Analyzer, Ranges
-from ..ir.nodes import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
+from ..ir.nodes import Allocate, Barrier, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store, seq
 from ..ir.visitor import Mutator, Visitor
 from ..te.expr import BinOp, Binary, CmpOp, Compare, Const, Expr, free_vars, substitute, transform, walk
 
@@ -103,19 +103,21 @@ class _UnrollLoops(_StmtMutator):
         return replace(s, body=body)
 
 
-def partition_clamps(func: PrimFunc, analyzer: Analyzer | None = None) -> PrimFunc:
-    """Give code that clamps an index (``min(i, n - 1)``: a padded tile reading the last row or column again) a
-    clamp-free copy for where no clamp can bite, so that every tile but the last runs plain code:
+def partition_tails(func: PrimFunc, analyzer: Analyzer | None = None) -> PrimFunc:
+    """Give the full tiles of a non-dividing tiling code without what only the last tile needs: the clamps of
+    a padded tile's reads (``min(i, n - 1)``: the last row or column again) and the guards of its writes
+    (``if (j < n)``).
 
-    - an innermost loop whose clamped index moves linearly with it: ``if (no clamp bites over the whole loop)
-      loop-without-clamps else loop-as-it-was``. The test depends only on enclosing loops, so the C compiler
-      hoists it out of them (a packing loop copies whole vectors again instead of clamping each element).
+    - an innermost loop whose clamped index, or guard, moves linearly with it: ``if (none bites over the
+      whole loop) loop-without-them else loop-as-it-was``. The test depends only on enclosing loops, so the C
+      compiler hoists it out of them: a packing loop copies whole vectors again instead of clamping each
+      element, and a tile's copy-out stores whole vectors instead of testing each element.
     - any other loop whose variable is the innermost one in at least ``MIN_CLAMPS_PER_ITERATION`` clamped
       indices: its body becomes ``if (no clamp bites in this iteration) body-without-clamps else body`` (a
       register tile's rows are then one pointer and constant offsets, not one clamped pointer per row, in all
       its tiles but the last).
     """
-    return replace(func, body=_PartitionClamps(analyzer or Analyzer()).visit(func.body))
+    return replace(func, body=_PartitionTails(analyzer or Analyzer()).visit(func.body))
 
 
 #: Splitting a loop's body per iteration pays only when its clamps are many: each clamped row index of a
@@ -124,8 +126,10 @@ def partition_clamps(func: PrimFunc, analyzer: Analyzer | None = None) -> PrimFu
 #: clamped columns of few-divisor convolutions, 0.86-0.91x (innermost loops alone there: 1.06-1.18x).
 MIN_CLAMPS_PER_ITERATION = 6
 
+_FLIP = {CmpOp.LT: CmpOp.GT, CmpOp.LE: CmpOp.GE, CmpOp.GT: CmpOp.LT, CmpOp.GE: CmpOp.LE}
 
-class _PartitionClamps(_StmtMutator):
+
+class _PartitionTails(_StmtMutator):
     KINDS = (ForKind.SERIAL, ForKind.VECTORIZED, ForKind.UNROLLED, ForKind.PARALLEL)
 
     def __init__(self, analyzer: Analyzer):
@@ -147,60 +151,94 @@ class _PartitionClamps(_StmtMutator):
         clamps = dict.fromkeys(n for n in walk(body) if isinstance(n, Binary) and n.op in (BinOp.MIN, BinOp.MAX)
                                and isinstance(n.b, Const) and n.a.dtype.is_int and s.var in free_vars(n.a)
                                and not free_vars(n.a) & inner)
-        if not clamps:
-            return replace(s, body=body)
         if not inner and s.kind is not ForKind.PARALLEL:  # innermost: test the whole loop's range at once
+            guards = dict.fromkeys(n for n in walk(body) if isinstance(n, IfThenElse) and n.otherwise is None
+                                   and s.var in free_vars(n.cond))
+            if not clamps and not guards or not self._contiguous(body, s.var):
+                return replace(s, body=body)
             self.ranges = outer
-            return self._split(replace(s, body=body), {c: self._idle_over(c, s.var, s.extent) for c in clamps})
+            tests = {c: self._holds_over(Compare(CmpOp.LE if c.op is BinOp.MIN else CmpOp.GE, c.a, c.b), s.var,
+                                         s.extent) for c in clamps}
+            tests |= {g: self._holds_over(g.cond, s.var, s.extent) for g in guards}
+            return self._split(replace(s, body=body), tests)
         if len(clamps) < MIN_CLAMPS_PER_ITERATION:
             return replace(s, body=body)
-        return replace(s, body=self._split(body, {c: self._idle_at(c) for c in clamps}))
+        return replace(s, body=self._split(body, {c: self._holds(Compare(
+            CmpOp.LE if c.op is BinOp.MIN else CmpOp.GE, c.a, c.b)) for c in clamps}))
 
-    def _split(self, stmt: Stmt, idle: dict) -> Stmt:
-        """``if (every test) stmt-without-those-clamps else stmt``; a clamp without a test, or whose test is
-        false, stays in both; one whose test is true goes without a test."""
-        idle = {c: t for c, t in idle.items() if t is not None and not (isinstance(t, Const) and not t.value)}
-        if not idle:
+    def _contiguous(self, body: Stmt, var) -> bool:
+        """Whether every access of ``body`` moves by 0 or 1 element per step of ``var``, clamps aside: what a
+        loop needs to become whole-vector loads and stores once its clamps and guards are gone. (A strided
+        one, e.g. a transposing copy, would gather element by element anyway; it keeps its single loop.)"""
+        for n in walk(body):
+            if isinstance(n, (Load, Store)):
+                index = transform(n.index, lambda e: e.a if isinstance(e, Binary) and e.op in (BinOp.MIN, BinOp.MAX)
+                                  and isinstance(e.b, Const) else e)
+                terms, _ = self.ana.linear(index)
+                if terms.get(var, 0) not in (0, 1) or any(var in free_vars(a) for a in terms if a is not var):
+                    return False
+        return True
+
+    def _split(self, stmt: Stmt, tests: dict) -> Stmt:
+        """``if (every test) stmt-without-those-nodes else stmt``: a clamp goes as its first operand, a guard as
+        its body. A node without a test, or whose test is false, stays in both; one whose test is true goes
+        without a test."""
+        tests = {n: t for n, t in tests.items() if t is not None and not (isinstance(t, Const) and not t.value)}
+        if not tests:
             return stmt
+
+        def drop(n):
+            if n in tests:
+                return n.then if isinstance(n, IfThenElse) else n.a
+            return n
+
         simplify = _Simplify(self.ana)
         simplify.ranges = self.ranges  # the indices without their clamps, in canonical form again
-        clean = simplify.visit(transform(stmt, lambda n: n.a if isinstance(n, Binary) and n in idle else n)) or _EMPTY
-        tests = self._strongest([t for t in idle.values() if not isinstance(t, Const)])
-        if not tests:
-            return clean
-        test = tests[0]
-        for t in tests[1:]:
-            test = Binary(BinOp.AND, test, t)
-        return IfThenElse(test, clean, stmt)
+        clean = simplify.visit(transform(stmt, lambda n: drop(n) if isinstance(n, (Binary, IfThenElse)) else n))
+        conds = self._strongest([t for t in tests.values() if not isinstance(t, Const)])
+        if not conds:
+            return clean or _EMPTY
+        cond = conds[0]
+        for t in conds[1:]:
+            cond = Binary(BinOp.AND, cond, t)
+        return IfThenElse(cond, clean or _EMPTY, stmt)
 
-    def _idle_at(self, clamp: Binary) -> Expr:
-        """The condition under which ``clamp`` returns its first operand (in the ranges of the enclosing loops)."""
-        cmp = CmpOp.LE if clamp.op is BinOp.MIN else CmpOp.GE
-        return self.ana.simplify(Compare(cmp, clamp.a, clamp.b), self.ranges)
+    def _holds(self, cond: Expr) -> Expr:
+        """``cond``, simplified in the ranges of the enclosing loops."""
+        return self.ana.simplify(cond, self.ranges)
+
+    def _holds_over(self, cond: Expr, var, extent: int) -> Expr | None:
+        """A condition, free of ``var``, under which ``cond`` holds for every value of ``var`` in the loop; None
+        unless ``cond`` is made of comparisons whose sides differ linearly in ``var`` (each is then weakest
+        at the first or last iteration)."""
+        if isinstance(cond, Binary) and cond.op is BinOp.AND:
+            a, b = self._holds_over(cond.a, var, extent), self._holds_over(cond.b, var, extent)
+            return None if a is None or b is None else self._holds(Binary(BinOp.AND, a, b))
+        if not isinstance(cond, Compare) or cond.op not in _FLIP or not cond.a.dtype.is_int:
+            return None
+        if var not in free_vars(cond):
+            return self._holds(cond)
+        terms, _ = self.ana.linear(Binary(BinOp.SUB, cond.a, cond.b))
+        coef = terms.get(var)
+        if coef is None or any(var in free_vars(atom) for atom in terms if atom is not var):
+            return None
+        upper = cond.op in (CmpOp.LT, CmpOp.LE)  # a - b must stay below: weakest where it is largest
+        at = Const(extent - 1 if (coef > 0) == upper else 0, var.dtype)
+        return self._holds(substitute(cond, {var: at}))
 
     def _strongest(self, tests: list[Expr]) -> list[Expr]:
         """``tests`` without those another implies: of ``x + 3 <= n`` and ``x + 7 <= n``, the second."""
         best: dict = {}
         for t in tests:
-            if not isinstance(t, Compare):
+            if not isinstance(t, Compare) or t.op not in _FLIP:
                 best[t] = (t, 0)
                 continue
             terms, c = self.ana.linear(Binary(BinOp.SUB, t.a, t.b))
-            key = (t.op, frozenset(terms.items()))
-            c = c if t.op is CmpOp.LE else -c  # the larger, the stronger
+            key = (t.op in (CmpOp.LT, CmpOp.LE), frozenset(terms.items()))
+            c = c + (t.op is CmpOp.LT) if key[0] else -c + (t.op is CmpOp.GT)  # the larger, the stronger
             if key not in best or c > best[key][1]:
                 best[key] = (t, c)
         return [t for t, _ in best.values()]
-
-    def _idle_over(self, clamp: Binary, var, extent: int) -> Expr | None:
-        """The condition under which ``clamp`` returns its first operand for every value of ``var``; None
-        unless that operand moves with ``var`` linearly (then its extreme is at the first or last iteration)."""
-        terms, _ = self.ana.linear(clamp.a)
-        coef = terms.get(var)
-        if coef is None or any(var in free_vars(atom) for atom in terms if atom is not var):
-            return None
-        at = Const(extent - 1 if (coef > 0) == (clamp.op is BinOp.MIN) else 0, var.dtype)
-        return self._idle_at(Binary(clamp.op, substitute(clamp.a, {var: at}), clamp.b))
 
 
 def _size(s: Stmt) -> int:
