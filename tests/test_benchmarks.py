@@ -266,3 +266,24 @@ def test_vs_libraries_markdown_reports_the_best_of_rounds_geomean(script):
     text = vs_libraries.markdown(rows, summary, {2: 200.0}, "cmd", "machine", rounds=3)
     assert "fastest round of any peer (the least disturbed timings), geometric mean over C1-C12: NCHW view 0.80, " \
            "packed view 1.00." in text
+
+
+def test_tail_code_builds_each_config_with_and_without_the_pass(script):
+    """``tail_code.py`` compares the lowering with and without ``partition_tails``: both builds are correct,
+    only the one with the pass has the full tiles' clean copy, and the pipeline is whole again afterwards."""
+    from tensortune.lower import PASSES
+    from tensortune.ops.operator import check_output
+
+    tail_code = script("tail_code")
+    task = create_task("matmul", {"M": 29, "N": 40, "K": 8})  # 3 tiles of 12 rows (7 clamped), 2 of 32 columns
+    config = {"tile_y": [3, 1, 12], "tile_x": [1, 2, 32], "tile_k": [1, 8], "order": [0, 1], "unroll_k": 1,
+              "parallel": "none"}
+    built = tail_code.build_both(task, config)
+    for module, op, inputs, expected in built.values():
+        out = op.empty_output()
+        module(*inputs, out)
+        assert check_output(out, expected) is None
+    assert "tt_min_i32" in built["without"][0].source
+    assert built["with"][0].source.count("else") > built["without"][0].source.count("else")
+    assert [name for name, _ in importlib.import_module("tensortune.lower.lower").PASSES] == \
+        [name for name, _ in PASSES] and "partition_tails" in dict(PASSES)
