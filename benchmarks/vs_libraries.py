@@ -150,6 +150,10 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, t
                     for name, p in peer_lib.time_peers(peer_task, threads, repeat, min_repeat_ms).items():
                         if "median_s" in p:
                             seen.setdefault(name, []).append(peer_task.flops / p["median_s"] / 1e9)
+                            if "capped" in p:
+                                row.setdefault("capped", {})[name] = p["capped"]
+                            if "uncapped" in p:  # shown, but not compared: it ran with a wider ISA
+                                row.setdefault("uncapped", {})[name] = p["uncapped"]
                         else:
                             row["errors"][name] = p.get("unavailable") or p.get("error")
 
@@ -209,7 +213,7 @@ def _summarise_row(row: dict, seen: dict[str, list], rounds: int) -> None:
     row["gflops"] = {k: float(np.median(v)) for k, v in full.items()}
     row["gflops_best"] = {k: float(max(v)) for k, v in full.items()}
     row["rounds"] = {k: [round(x, 2) for x in v] for k, v in seen.items()}
-    peers = {k: v for k, v in row["gflops"].items() if k in PEERS}
+    peers = {k: v for k, v in row["gflops"].items() if k in PEERS and k not in row.get("uncapped", {})}
     if not peers:
         return
     best = row["best_peer"] = max(peers, key=peers.get)
@@ -272,6 +276,13 @@ def markdown(rows: list[dict], summary: dict, peaks: dict, command: str, machine
     if rounds > 1:
         lines += [f"Timed in {rounds} rounds over all workloads, tuned kernels and peers alternating first: GFLOP/s "
                   "are medians over the rounds, ratios the medians of the ratios within each round.", ""]
+    capped = sorted({name for r in rows for name in r.get("capped", {})})
+    uncapped = sorted({name for r in rows for name in r.get("uncapped", {})})
+    if capped:
+        setting = next(r["capped"][capped[0]] for r in rows if capped[0] in r.get("capped", {}))
+        lines += [f"Peers capped to the target's ISA ({setting}): {', '.join(capped)}."
+                  + (f" Not capped, no such setting, so shown but left out of the best peer: {', '.join(uncapped)}."
+                     if uncapped else ""), ""]
     if top > 1:
         lines += [f"Each view's kernel: the fastest, timed again, of each of its templates' {top} fastest logged "
                   "configs.", ""]

@@ -287,3 +287,50 @@ def test_tail_code_builds_each_config_with_and_without_the_pass(script):
     assert built["with"][0].source.count("else") > built["without"][0].source.count("else")
     assert [name for name, _ in importlib.import_module("tensortune.lower.lower").PASSES] == \
         [name for name, _ in PASSES] and "partition_tails" in dict(PASSES)
+
+
+def test_vs_libraries_leaves_an_uncapped_peer_out_of_the_best_peer(script, monkeypatch, tmp_path):
+    """AVX2 code on an AVX-512 machine: onnxruntime cannot be capped, so it is shown but never the best peer."""
+    vs_libraries = script("vs_libraries")
+    host = tt_target.Target.host()
+    (task,) = vs_libraries.tasks_of("matmul:512", host)["matmul"]
+    index = next(i for i in range(len(task.space)) if task.space.is_valid(i))
+    append_records(vs_libraries.log_path(tmp_path, "matmul:512", "matmul"),
+                   [(MeasureInput(task, index), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1))])
+    import tensortune.benchmarking.compare as compare
+    import tensortune.benchmarking.peers as peers
+
+    monkeypatch.setattr(compare, "time_module", lambda *a: {"median_s": 1e-3})
+    monkeypatch.setattr(peers, "time_peers", lambda *a: {
+        "numpy": {"median_s": 2e-3, "capped": "OPENBLAS_CORETYPE=Haswell"},
+        "onnxruntime": {"median_s": 0.5e-3, "uncapped": "no setting"}})
+    (row,) = vs_libraries.time_all(["matmul:512"], tmp_path, [2], 3, 1.0, host)
+    g = task.flops / 1e9
+    assert row["gflops"]["onnxruntime"] == pytest.approx(g / 0.5e-3)  # shown
+    assert row["best_peer"] == "numpy" and row["ratio_matmul"] == pytest.approx(2.0)  # but not compared
+    text = vs_libraries.markdown([row], vs_libraries.summarise([row], [2]), {2: 200.0}, "cmd", "machine")
+    assert "Peers capped to the target's ISA (OPENBLAS_CORETYPE=Haswell): numpy. Not capped, no such setting, so " \
+           "shown but left out of the best peer: onnxruntime." in text
+
+
+def test_peers_on_a_narrower_target_are_capped_and_onnxruntime_is_marked_uncapped(monkeypatch):
+    import subprocess
+
+    import tensortune.benchmarking.peers as peers
+
+    host = tt_target.Target.host()
+    if host.isa is not tt_target.ISA.AVX512:
+        pytest.skip("needs an AVX-512 host: the AVX2 target is then narrower than the machine")
+    seen = {}
+
+    def run(cmd, input, env, capture_output, text):
+        seen["env"] = env
+        out = {"numpy": {"median_s": 1e-3}, "onnxruntime": {"median_s": 1e-3}}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(out), stderr="")
+
+    monkeypatch.setattr(peers.subprocess, "run", run)
+    task = create_task("matmul", {"M": 64, "N": 64, "K": 64}, target=tt_target.Target.parse("c -isa=avx2"))
+    out = peers.time_peers(task, 2, 3, 1.0)
+    assert seen["env"]["OPENBLAS_CORETYPE"] == "Haswell" and seen["env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert out["numpy"]["capped"].startswith("OPENBLAS_CORETYPE=Haswell") and "capped" not in out["onnxruntime"]
+    assert "uncapped" in out["onnxruntime"]
