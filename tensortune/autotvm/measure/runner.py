@@ -27,7 +27,9 @@ from ...runtime.cross import is_foreign
 from ...runtime.emulator import EmulatedTimingWarning
 from ...runtime.module import KernelRuntimeError
 from ...runtime.timer import timer_functions
+from ...target import TargetKind
 from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
+from .steadiness import SlowSpellGuard, SpeedProbe
 
 FLUSH_BYTES = 64 << 20  # larger than the last-level cache of common CPUs
 START_TIMEOUT = 60.0  # seconds for a fresh worker to import tensortune and report ready
@@ -45,6 +47,9 @@ class RunOptions:
     and the tuner's best would be the luckiest draw rather than the fastest kernel.
     A target of another architecture runs under an emulator, 10-50x slower: its candidates get
     ``timeout * emulation_timeout_scale`` seconds.
+    ``slow_spell_retries``: a CPU candidate timed while a speed probe ran more than ``slow_spell_tolerance``
+    slower than its fastest (another process had a core: ``steadiness``) is timed again, up to this many more
+    times; 0 turns the probe off.
     """
 
     number: int = 4
@@ -56,12 +61,15 @@ class RunOptions:
     num_threads: int | None = None
     cooldown_s: float = 0.0
     emulation_timeout_scale: float = 20.0
+    slow_spell_retries: int = 3
+    slow_spell_tolerance: float = 0.25
 
     def __post_init__(self) -> None:
         if (self.number < 1 or self.repeat < 1 or self.min_repeat_ms < 0 or self.timeout <= 0 or self.cooldown_s < 0
-                or self.emulation_timeout_scale < 1):
-            raise ValueError(f"RunOptions needs number, repeat >= 1, timeout > 0, min_repeat_ms, cooldown_s >= 0 "
-                             f"and emulation_timeout_scale >= 1; got {self}")
+                or self.emulation_timeout_scale < 1 or self.slow_spell_retries < 0 or self.slow_spell_tolerance <= 0):
+            raise ValueError(f"RunOptions needs number, repeat >= 1, timeout > 0, min_repeat_ms, cooldown_s, "
+                             f"slow_spell_retries >= 0, emulation_timeout_scale >= 1 and slow_spell_tolerance > 0; "
+                             f"got {self}")
 
 
 class LocalRunner:
@@ -258,11 +266,30 @@ def _measure(inp: MeasureInput, build: BuildResult, options: RunOptions, cache: 
         problem = check_output(output, expected) if options.check_correctness else None
         if problem:
             return (), ErrorKind.WRONG_ANSWER, problem
-        return _time(module, (*inputs, output), options), ErrorKind.NONE, ""
+        guard = _guard(task, module, options)
+        if guard is None:
+            return _time(module, (*inputs, output), options), ErrorKind.NONE, ""
+        costs, note = guard.time(lambda: _time(module, (*inputs, output), options))
+        return costs, ErrorKind.NONE, note
     finally:
         module.close()  # a GPU kernel's device memory
         del module
         unload_library(path)  # a long tuning run loads thousands of candidates into this worker
+
+
+_GUARDS: dict[tuple, SlowSpellGuard] = {}  # this worker's slow-spell guards, by threads and options
+
+
+def _guard(task, module: Module, options: RunOptions) -> SlowSpellGuard | None:
+    """The worker's slow-spell guard for the module's threads; None for a GPU or emulated target, or when off."""
+    if options.slow_spell_retries == 0 or task.target.kind is not TargetKind.C or is_foreign(task.target):
+        return None
+    key = (module.num_threads, options.slow_spell_retries, options.slow_spell_tolerance)
+    if key not in _GUARDS:
+        probes = [g.probe for k, g in _GUARDS.items() if k[0] == key[0]]
+        _GUARDS[key] = SlowSpellGuard(probes[0] if probes else SpeedProbe(key[0]), options.slow_spell_retries,
+                                      options.slow_spell_tolerance)
+    return _GUARDS[key]
 
 
 def _time(module: Module, arrays: tuple[np.ndarray, ...], options: RunOptions) -> tuple[float, ...]:
