@@ -185,13 +185,19 @@ def test_pretrain_holds_a_shape_out_in_every_template_and_saves_a_loadable_model
     assert model is not None and model.metadata["records"] == "12" and model.metadata["rounds"] == "5"
 
 
-def test_vs_libraries_times_in_rounds_and_pairs_ratios_within_each_round(script, monkeypatch, tmp_path):
+def _one_logged_matmul(script, tmp_path):
+    """vs_libraries, this host, and the matmul:512 task with one logged config in ``tmp_path``."""
     vs_libraries = script("vs_libraries")
     host = tt_target.Target.host()
     (task,) = vs_libraries.tasks_of("matmul:512", host)["matmul"]
     index = next(i for i in range(len(task.space)) if task.space.is_valid(i))
     append_records(vs_libraries.log_path(tmp_path, "matmul:512", "matmul"),
                    [(MeasureInput(task, index), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1))])
+    return vs_libraries, host, task
+
+
+def test_vs_libraries_times_in_rounds_and_pairs_ratios_within_each_round(script, monkeypatch, tmp_path):
+    vs_libraries, host, task = _one_logged_matmul(script, tmp_path)
     import tensortune.benchmarking.compare as compare
     import tensortune.benchmarking.peers as peers
 
@@ -291,12 +297,7 @@ def test_tail_code_builds_each_config_with_and_without_the_pass(script):
 
 def test_vs_libraries_leaves_an_uncapped_peer_out_of_the_best_peer(script, monkeypatch, tmp_path):
     """AVX2 code on an AVX-512 machine: onnxruntime cannot be capped, so it is shown but never the best peer."""
-    vs_libraries = script("vs_libraries")
-    host = tt_target.Target.host()
-    (task,) = vs_libraries.tasks_of("matmul:512", host)["matmul"]
-    index = next(i for i in range(len(task.space)) if task.space.is_valid(i))
-    append_records(vs_libraries.log_path(tmp_path, "matmul:512", "matmul"),
-                   [(MeasureInput(task, index), MeasureResult((1e-3,), ErrorKind.NONE, "", 0.1))])
+    vs_libraries, host, task = _one_logged_matmul(script, tmp_path)
     import tensortune.benchmarking.compare as compare
     import tensortune.benchmarking.peers as peers
 
