@@ -49,7 +49,7 @@ class RunOptions:
     ``timeout * emulation_timeout_scale`` seconds.
     ``slow_spell_retries``: a CPU candidate timed while a speed probe ran more than ``slow_spell_tolerance``
     slower than its fastest (another process had a core: ``steadiness``) is timed again, up to this many more
-    times; 0 turns the probe off.
+    times; 0 turns the guard off.
     """
 
     number: int = 4
