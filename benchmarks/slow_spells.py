@@ -67,7 +67,7 @@ def main() -> None:
                 "on": RunOptions(num_threads=args.threads)}
     costs = {name: [] for name in settings}  # per pass: each config's mean seconds (nan: failed)
     seconds = {name: [] for name in settings}
-    retimed = {name: 0 for name in settings}
+    never_steady = {name: 0 for name in settings}  # timings the guard noted as taken in a spell
     hogger = None
     if args.hog:
         hogger = multiprocessing.get_context("spawn").Process(target=hog, args=tuple(args.hog), daemon=True)
@@ -81,7 +81,7 @@ def main() -> None:
                     results = runners[name].run(inputs, builds)
                     seconds[name].append(time.perf_counter() - start)
                     costs[name].append([r.mean_cost if r.ok else np.nan for r in results])
-                    retimed[name] += sum("slower than its fastest" in r.error_msg for r in results)
+                    never_steady[name] += sum("slower than its fastest" in r.error_msg for r in results)
                 print(f"pass {k + 1}/{args.passes}: " + ", ".join(
                     f"guard {n} {seconds[n][-1]:.1f} s" for n in settings), flush=True)
     finally:
@@ -95,12 +95,12 @@ def main() -> None:
         spread = np.nanmax(c, axis=0) / np.nanmin(c, axis=0)
         report["settings"][name] = {
             "spread_median": float(np.nanmedian(spread)), "spread_p90": float(np.nanpercentile(spread, 90)),
-            "pass_seconds_median": float(np.median(seconds[name])), "never_steady": retimed[name],
+            "pass_seconds_median": float(np.median(seconds[name])), "never_steady": never_steady[name],
             # per pass, the median over the configs of its timing over the config's fastest: a slow pass is one spell
             "pass_slowdowns": [round(float(x), 3) for x in np.nanmedian(c / np.nanmin(c, axis=0), axis=1)]}
         print(f"guard {name:3s}: spread of a config's timings over {args.passes} passes (slowest / fastest): median "
               f"{np.nanmedian(spread):.3f}, 90th percentile {np.nanpercentile(spread, 90):.3f}; "
-              f"{np.median(seconds[name]):.1f} s per pass; {retimed[name]} timings never steady; each pass's median "
+              f"{np.median(seconds[name]):.1f} s per pass; {never_steady[name]} timings never steady; each pass's median "
               f"slowdown {report['settings'][name]['pass_slowdowns']}")
     if args.json:
         write_json(args.json, report)
