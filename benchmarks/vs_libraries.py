@@ -7,9 +7,10 @@ least ``--min-repeat-ms`` each, median), on 1 and on 2 threads, in ``--rounds`` 
 shared machine, which can halve any kernel for seconds, hits both sides of a ratio alike):
 
 * tensortune's best config, checked against numpy first. Two views for conv2d:
-  - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (two templates share the
-    view's trials: ``conv2d_nchw_spatial_pack``, which reads the input in place, and ``conv2d_nchwc``, which
-    packs it into channel blocks first; the view times the one whose logged best is faster);
+  - *NCHW*: NCHW input and output, the layout transforms inside the timed kernel (the view's templates share
+    its trials: ``conv2d_nchw_spatial_pack``, which reads the input in place, ``conv2d_nchwc``, which packs it
+    into channel blocks first, and for 3x3, stride-1 layers ``conv2d_winograd_nchw``, which gathers its input
+    tiles from NCHW and writes its output tiles to NCHW; the view times the one whose logged best is faster);
   - *packed*: NCHW[x]c input and output (blocks of one or two vectors of the target, a knob: 16c or 32c on
     AVX-512, 8c or 16c on AVX2), as the kernel runs inside a compiled network whose tensors stay blocked; the
     transforms are outside the timed region (``conv2d_nchwc_packed``; for 3x3, stride-1 layers it shares the
@@ -61,7 +62,7 @@ FEW_DIVISORS = {
     "few:M2": ("matmul", {"M": 257, "N": 384, "K": 769}),
 }
 #: view -> the templates that share its trials (the first one's log keeps the view's name, as before)
-VIEWS = {"nchw": ("conv2d_nchw_spatial_pack", "conv2d_nchwc"),
+VIEWS = {"nchw": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_winograd_nchw"),
          "packed": ("conv2d_nchwc_packed", "conv2d_winograd_nchwc_packed")}  # Winograd: 3x3, stride 1 only
 PEERS = ("torch", "torch_channels_last", "onnxruntime", "numpy")
 MARKER = "<!-- vs_libraries:{isa}:{end} -->"  # BENCHMARKS.md keeps one section per ISA

@@ -72,6 +72,7 @@ OPERATORS = {
     "conv2d_spatial_pack": (lambda: ops.conv2d_spatial_pack(1, 8, 6, 6, 16, 3, stride=2, pad=1, target=NEON), True),
     "depthwise_conv2d_nchwc": (lambda: ops.depthwise_conv2d_nchwc(1, 16, 7, 7, 3, pad=1, target=NEON), True),
     "conv2d_winograd_nchwc": (lambda: ops.conv2d_winograd_nchwc(1, 8, 7, 7, 8, pad=1, target=NEON), True),
+    "conv2d_winograd_nchw": (lambda: ops.conv2d_winograd_nchw(1, 8, 7, 7, 8, pad=1, target=NEON), True),
 }
 
 
@@ -97,6 +98,7 @@ TEMPLATE_TASKS = {
     "conv2d_nchwc_packed": ("conv2d", {"IC": 16, "OC": 16, "H": 5, "W": 5, "K": 3, "pad": 1}),
     "depthwise_conv2d_nchwc": ("depthwise_conv2d", {"C": 16, "H": 7, "W": 7, "K": 3, "pad": 1}),
     "conv2d_winograd_nchwc_packed": ("conv2d", {"IC": 8, "OC": 8, "H": 5, "W": 5, "K": 3, "pad": 1}),
+    "conv2d_winograd_nchw": ("conv2d", {"IC": 8, "OC": 12, "H": 6, "W": 5, "K": 3, "pad": 1}),
     "depthwise_conv2d_nchwc_packed": ("depthwise_conv2d", {"C": 8, "H": 7, "W": 7, "K": 3, "stride": 2, "pad": 1}),
 }
 #: templates only a network's tuner makes tasks of (no operator of the catalog): their task arguments

@@ -28,13 +28,14 @@ from tensortune import te, workloads
 from tensortune.autotvm.catalog import create_task, task_from_workload
 from tensortune.autotvm.templates.winograd import TILE_SIZES
 from tensortune.errors import ScheduleError, ShapeError
-from tensortune.ops import conv2d_nchw, conv2d_nchwc_packed, conv2d_winograd_nchwc
+from tensortune.ops import conv2d_nchw, conv2d_nchwc_packed, conv2d_winograd_nchw, conv2d_winograd_nchwc
 from tensortune.ops.winograd import WinogradPlan, schedule_winograd, winograd_tiles, winograd_weight
 from tensortune.ops.winograd_transforms import winograd_matrices
 
 from strategies import random_schedule
 
 TEMPLATE = "conv2d_winograd_nchwc_packed"
+NCHW_TEMPLATE = "conv2d_winograd_nchw"  # the same stages with NCHW input and output
 #: the ResNet-18 layers Winograd computes: every 3x3, stride-1 convolution of the table
 LAYERS = [name for name, r in workloads.load("resnet18").items() if r["k"] == 3 and r["stride"] == 1]
 
@@ -70,12 +71,13 @@ def blocked(a: np.ndarray, cb: int) -> np.ndarray:
 
 
 def check_against_numpy(out: np.ndarray, canonical: list[np.ndarray], m: int, pad: int, what: str) -> None:
-    """``out`` (blocked) equals the float64 convolution within ``sqrt(k) u y_abs`` (see the module docstring)."""
+    """``out`` (blocked, or NCHW) equals the float64 convolution within ``sqrt(k) u y_abs`` (see the module
+    docstring)."""
     x, w = (a.astype(np.float64) for a in canonical)
-    cb = out.shape[-1]
-    exact = blocked(conv2d_nchw(*x.shape, w.shape[0], 3, pad=pad, dtype="float64").reference(x, w), cb)
+    layout = (lambda a: a) if out.ndim == 4 else (lambda a: blocked(a, out.shape[-1]))
+    exact = layout(conv2d_nchw(*x.shape, w.shape[0], 3, pad=pad, dtype="float64").reference(x, w))
     k = x.shape[1] + 4 * (m + 2)
-    tol = np.sqrt(k) * 2.0 ** -24 * blocked(winograd_numpy(x, w, m, pad, absolute=True), cb)
+    tol = np.sqrt(k) * 2.0 ** -24 * layout(winograd_numpy(x, w, m, pad, absolute=True))
     err = np.abs(out.astype(np.float64) - exact)
     assert not np.isnan(out).any(), f"{what}: the kernel left elements unwritten"
     worst = np.unravel_index(np.argmax(err - tol), err.shape)
@@ -130,19 +132,21 @@ def test_unrolled_transforms_hold_only_their_non_zero_terms():
 # ------------------------------------------------------------------------------------ against numpy
 
 
+@pytest.mark.parametrize("declare", [conv2d_winograd_nchwc, conv2d_winograd_nchw])
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("layer", LAYERS)
-def test_default_schedule_matches_numpy_on_resnet18(layer, m):
+def test_default_schedule_matches_numpy_on_resnet18(layer, m, declare):
     r = workloads.get(f"resnet18:{layer}")
-    op = conv2d_winograd_nchwc(1, r["ic"], r["h"], r["w"], r["oc"], 3, 1, r["pad"], tile=m)
+    op = declare(1, r["ic"], r["h"], r["w"], r["oc"], 3, 1, r["pad"], tile=m)
     canonical = op.random_inputs(zlib.crc32(layer.encode()))
     check_against_numpy(run(op.default_schedule(), op, canonical), canonical, m, r["pad"], f"{layer} m={m}")
 
 
+@pytest.mark.parametrize("template", [TEMPLATE, NCHW_TEMPLATE])
 @pytest.mark.parametrize("layer", LAYERS)
-def test_random_template_configs_match_numpy_on_resnet18(layer):
+def test_random_template_configs_match_numpy_on_resnet18(layer, template):
     """Two random configs per layer, and one of a tile size taken in turn, so that the layers cover all."""
-    task = task_from_workload(f"resnet18:{layer}", TEMPLATE)
+    task = task_from_workload(f"resnet18:{layer}", template)
     canonical = task.make_inputs(1)
     rng = random.Random(zlib.crc32(layer.encode()))
     size = TILE_SIZES[LAYERS.index(layer) % len(TILE_SIZES)]
@@ -156,15 +160,15 @@ def test_random_template_configs_match_numpy_on_resnet18(layer):
                             f"{layer} {task.config(index)}")
 
 
-@settings(max_examples=6, deadline=None, derandomize=True, database=None,
+@settings(max_examples=10, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(LAYERS), st.integers(0, 2 ** 62))
-def test_hypothesis_template_configs_match_numpy_on_resnet18_geometries(layer, draw):
-    """Configs of the template drawn by hypothesis (any point of the space) on each ResNet-18 layer's image size,
+@given(st.sampled_from(LAYERS), st.sampled_from([TEMPLATE, NCHW_TEMPLATE]), st.integers(0, 2 ** 62))
+def test_hypothesis_template_configs_match_numpy_on_resnet18_geometries(layer, template, draw):
+    """Configs of either template drawn by hypothesis (any point of the space) on each ResNet-18 layer's image size,
     padding and tiles, with a quarter of its channels (still several channel blocks; the full layers are above)."""
     r = workloads.get(f"resnet18:{layer}")
     task = create_task("conv2d", {"IC": r["ic"] // 4, "OC": r["oc"] // 4, "H": r["h"], "W": r["w"], "K": 3,
-                                  "pad": r["pad"]}, template=TEMPLATE)
+                                  "pad": r["pad"]}, template=template)
     index = draw % len(task.space)
     canonical = task.make_inputs(1)
     sch, op = task.instantiate(index)
@@ -182,11 +186,12 @@ def winograd_cases(draw) -> tuple[tuple[int, int], object, object]:
     h, w = draw(st.integers(3 - min(pad, 1), 9)), draw(st.integers(3 - min(pad, 1), 9))
     icb, ocb = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2, 4]))
     shape = (draw(st.integers(1, 2)), icb * draw(st.integers(1, 2)), h, w, ocb * draw(st.integers(1, 2)))
-    op = conv2d_winograd_nchwc(*shape, 3, 1, pad, tile=m, icb=icb, ocb=ocb, p_tile=draw(st.integers(1, 3)))
+    declare = draw(st.sampled_from([conv2d_winograd_nchwc, conv2d_winograd_nchw]))
+    op = declare(*shape, 3, 1, pad, tile=m, icb=icb, ocb=ocb, p_tile=draw(st.integers(1, 3)))
     return (m, pad), op, random_schedule(draw, op.output)
 
 
-@settings(max_examples=10, deadline=None, derandomize=True, database=None,
+@settings(max_examples=16, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(winograd_cases())
 def test_random_schedules_match_numpy(case):
@@ -205,13 +210,14 @@ EDGES = [  # (N, C, H, W, O, pad, m): partial tiles, blocks of all channels, bat
 ]
 
 
+@pytest.mark.parametrize("declare", [conv2d_winograd_nchwc, conv2d_winograd_nchw])
 @pytest.mark.parametrize("N, C, H, W, O, pad, m", EDGES)
-def test_edge_shapes_match_numpy(N, C, H, W, O, pad, m):
-    op = conv2d_winograd_nchwc(N, C, H, W, O, 3, 1, pad, tile=m)
+def test_edge_shapes_match_numpy(N, C, H, W, O, pad, m, declare):
+    op = declare(N, C, H, W, O, 3, 1, pad, tile=m)
     canonical = op.random_inputs(3)
     check_against_numpy(run(op.default_schedule(), op, canonical), canonical, m, pad, f"{(N, C, H, W, O, pad, m)}")
     np.testing.assert_allclose(run(op.default_schedule(), op, canonical), op.reference(*canonical), rtol=1e-4,
-                               atol=1e-4)  # the operator's own reference is the blocked direct convolution
+                               atol=1e-4)  # the operator's own reference is the direct convolution, in its layout
 
 
 def test_operator_is_a_drop_in_for_the_direct_convolution():
@@ -222,6 +228,23 @@ def test_operator_is_a_drop_in_for_the_direct_convolution():
     x, w = wino.random_inputs(0)
     np.testing.assert_array_equal(wino.prepare(x, w)[0], direct.prepare(x, w)[0])
     np.testing.assert_array_equal(wino.reference(x, w), direct.reference(x, w))
+
+
+def test_nchw_operator_takes_and_gives_what_the_nchw_direct_convolutions_do():
+    """NCHW data in (read in place: no packed or padded copy of it), NCHW out, the weights transformed by
+    ``prepare``; reference and FLOPs those of the direct convolution."""
+    wino, direct = conv2d_winograd_nchw(1, 32, 14, 14, 48, 3, 1, 1), conv2d_nchw(1, 32, 14, 14, 48, 3, stride=1, pad=1)
+    assert [t.shape for t in wino.inputs][0] == (1, 32, 14, 14) and wino.output.shape == (1, 48, 14, 14)
+    assert wino.flops == direct.flops
+    x, w = wino.random_inputs(0)
+    data, u = wino.prepare(x, w)
+    assert data is x
+    *_, icb, ocb = wino.inputs[1].shape
+    assert icb == ocb == tt.Target.host().lanes("float32")  # blocks of one vector inside the kernel
+    np.testing.assert_array_equal(u, winograd_weight(w, 4, icb, ocb))
+    np.testing.assert_array_equal(wino.reference(x, w), direct.reference(x, w))
+    workspaces = {b.name for b in tt.lower(wino.default_schedule(), wino.args).workspaces}
+    assert "input_tile" not in workspaces and not any("pad" in n or "pack" in n for n in workspaces), workspaces
 
 
 def test_tasks_compute_conv2d_with_the_direct_flops():

@@ -19,9 +19,9 @@ GPU_DEFAULT_TEMPLATES = {"matmul": "matmul_cuda", "conv2d": "conv2d_nchw_cuda",
 #: templates that may serve each operator
 OPERATOR_TEMPLATES = {
     "matmul": ("matmul", "matmul_cuda"),
-    # conv2d_winograd_nchwc_packed computes only 3x3, stride-1 convolutions (a ShapeError for others)
-    "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_winograd_nchwc_packed",
-               "conv2d_nchw_cuda"),
+    # the Winograd templates compute only 3x3, stride-1 convolutions (a ShapeError for others)
+    "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_winograd_nchw", "conv2d_nchwc_packed",
+               "conv2d_winograd_nchwc_packed", "conv2d_nchw_cuda"),
     "depthwise_conv2d": ("depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc_packed", "depthwise_conv2d_nchw_cuda"),
 }
 

@@ -37,7 +37,7 @@ from ..errors import ScheduleError, ShapeError
 from ..target import ISA, Target, TargetKind
 from ..schedule import Axis, Schedule, StageHandle, create_schedule
 from ..te import Tensor
-from .conv import conv_out_size
+from .conv import conv2d_nchw, conv_out_size
 from .conv_packed import conv2d_nchwc_packed, packed_blocks
 from .operator import Operator, Part
 from .pad import padded_read
@@ -102,6 +102,30 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
     (the last is the operator's output). ``op.epilogue`` is then the output transform and the stages between,
     which the schedules inline into the output; ``reference`` and ``prepare`` stay the plain convolution's.
     """
+    return _declare(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype, name, p_tile, target, False, inputs,
+                    epilogue)
+
+
+def conv2d_winograd_nchw(N: int, C: int, H: int, W: int, O: int, K: int = 3, stride: int = 1, pad: int = 1,
+                         tile: int = 4, icb: int | None = None, ocb: int | None = None, dtype: str = "float32",
+                         name: str = "conv2d", p_tile: int | None = None, target: Target | None = None) -> Operator:
+    """Winograd F(tile x tile, 3 x 3) convolution with NCHW input and output, beside the direct convolutions that
+    take NCHW (``conv2d_spatial_pack``, ``conv2d_nchwc``): ``data [N, C, H, W]`` in, ``[N, O, OH, OW]`` out.
+
+    The stages are those of ``conv2d_winograd_nchwc`` with channels in blocks of ``icb`` and ``ocb`` (default:
+    one vector of ``target``) inside the kernel: the input tiles are gathered from the NCHW input in place (no
+    repacked or padded copy), and the output transform writes each output tile straight into the NCHW output.
+    Kernel inputs: ``data`` and ``weight_winograd [alpha^2, O/ocb, C/icb, icb, ocb]`` (``winograd_weight``, made
+    by ``prepare`` outside the timed region). Canonical inputs, reference and FLOPs are the direct convolution's.
+    """
+    return _declare(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype, name, p_tile, target, True, None, None)
+
+
+def _declare(N: int, C: int, H: int, W: int, O: int, K: int, stride: int, pad: int, tile: int, icb: int | None,
+             ocb: int | None, dtype: str, name: str, p_tile: int | None, target: Target | None, nchw: bool,
+             inputs: Callable[[], tuple[Tensor, Tensor, Sequence[Tensor]]] | None,
+             epilogue: Callable[[Tensor], Sequence[Tensor]] | None) -> Operator:
+    """The Winograd operator, on NCHW[x]c tensors or (``nchw``) on NCHW ones."""
     check_winograd_shape(K, stride, name)
     target = target or Target.host()
     mats = winograd_matrices(tile)
@@ -115,7 +139,8 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
         raise ShapeError(f"{name}: p_tile must be a positive integer, got {p_tile!r}")
     Pp = -(-P // p_tile) * p_tile
 
-    data, weight, extra = _placeholders(inputs, (N, CB, H, W, icb), (a * a, OB, CB, icb, ocb), dtype, name)
+    data, weight, extra = _placeholders(inputs, (N, C, H, W) if nchw else (N, CB, H, W, icb),
+                                        (a * a, OB, CB, icb, ocb), dtype, name, "data" if nchw else "data_packed")
 
     def tile_origin(p):  # (batch, first row, first column) in the padded input of tile p
         p = te.minimum(p, P - 1) if Pp > P else p
@@ -123,6 +148,8 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
 
     def read(p, cb, y, x, ci):
         b, y0, x0 = tile_origin(p)
+        if nchw:
+            return padded_read(data, pad, b, cb * icb + ci, y0 + y, x0 + x)
         return padded_read(data, pad, b, cb, y0 + y, x0 + x, ci)
 
     bt, at = mats.BT, mats.AT
@@ -136,15 +163,21 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
         v[e, p, cb, ci] * weight[e, ob, cb, ci, oc], axis=[cb, ci]), "winograd_product")
     mt = te.compute((N, OB, nH, nW, a, m, ocb), lambda n, ob, th, tw, eps, j, oc: transform_expr(
         at, j, lambda nu: prod[eps * a + nu, ob, (n * nH + th) * nW + tw, oc], dtype), "winograd_output_rows")
-    conv = te.compute((N, OB, OH, OW, ocb), lambda n, ob, y, x, oc: transform_expr(
-        at, y % m, lambda eps: mt[n, ob, y // m, x // m, eps, x % m, oc], dtype), name)
+    if nchw:
+        conv = te.compute((N, O, OH, OW), lambda n, o, y, x: transform_expr(
+            at, y % m, lambda eps: mt[n, o // ocb, y // m, x // m, eps, x % m, o % ocb], dtype), name)
+    else:
+        conv = te.compute((N, OB, OH, OW, ocb), lambda n, ob, y, x, oc: transform_expr(
+            at, y % m, lambda eps: mt[n, ob, y // m, x // m, eps, x % m, oc], dtype), name)
     stages = list(epilogue(conv)) if epilogue is not None else []
     out = stages[-1] if stages else conv
+    reference = conv2d_nchw(N, C, H, W, O, K, stride=stride, pad=pad, dtype=dtype).reference if nchw \
+        else direct.reference
 
     def prepare(x, w):
-        return [direct.prepare(x, w)[0], winograd_weight(w, m, icb, ocb)]
+        return [x if nchw else direct.prepare(x, w)[0], winograd_weight(w, m, icb, ocb)]
 
-    return Operator(name, (data, weight, *extra), out, direct.flops, direct.reference, _default_schedule, prepare,
+    return Operator(name, (data, weight, *extra), out, direct.flops, reference, _default_schedule, prepare,
                     direct.canonical_shapes, parts={Part.ACCUMULATOR: prod},
                     epilogue=(conv, *stages[:-1]) if stages else ())
 
@@ -160,10 +193,11 @@ def winograd_weight(w: np.ndarray, tile: int, icb: int, ocb: int) -> np.ndarray:
 
 
 def _placeholders(inputs: Callable[[], tuple[Tensor, Tensor, Sequence[Tensor]]] | None, data_shape: tuple[int, ...],
-                  weight_shape: tuple[int, ...], dtype: str, name: str) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
+                  weight_shape: tuple[int, ...], dtype: str, name: str,
+                  data_name: str) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
     """The data and transformed-weight placeholders (the caller's, when it gives ``inputs``) and the others."""
     if inputs is None:
-        return (te.placeholder(data_shape, dtype, "data_packed"),
+        return (te.placeholder(data_shape, dtype, data_name),
                 te.placeholder(weight_shape, dtype, "weight_winograd"), ())
     data, weight, extra = inputs()
     for t, shape, what in ((data, data_shape, "data"), (weight, weight_shape, "transformed weight")):
@@ -310,7 +344,11 @@ def _schedule_input(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
 def _schedule_output(s: Schedule, st: _Stages, plan: WinogradPlan) -> None:
     """``A^T M A`` per output tile and channel block, written straight into the output."""
     out, m = s[st.output], st.output_rows.shape[5]
-    n, ob, y, x, oc = out.axis
+    if len(out.axis) == 4:  # NCHW output (``conv2d_winograd_nchw``): channels split into the blocks of the product
+        n, o, y, x = out.axis
+        ob, oc = out.split(o, st.output_rows.shape[-1])
+    else:
+        n, ob, y, x, oc = out.axis
     th, i = out.split(y, m)
     tw, j = out.split(x, m)
     out.reorder(n, ob, th, tw, i, j, oc)

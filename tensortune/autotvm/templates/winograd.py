@@ -1,6 +1,7 @@
-"""The Winograd convolution template, beside the direct ones: 3x3, stride-1 convolutions on NCHW[x]c tensors
+"""The Winograd convolution templates, beside the direct ones: 3x3, stride-1 convolutions on NCHW[x]c tensors
 (``ops.conv2d_winograd_nchwc``), so that a network's tuner can measure both on each such layer and keep
-the faster.
+the faster, and on NCHW tensors (``conv2d_winograd_nchw``: ``ops.conv2d_winograd_nchw``), beside the direct
+templates that take NCHW, for a user's single convolution.
 
 Knobs, after AutoTVM's CPU Winograd templates: the output tile size m (``tile_size``: F(2x2, 3x3),
 F(4x4, 3x3) or F(6x6, 3x3)), the register tile of the batched product (``tile_p`` tiles x
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 from ...ops import packed_blocks
 from ...ops.conv_packed import MAX_BLOCK_VECTORS
-from ...ops.winograd import (ProductLoop, WinogradPlan, check_winograd_shape, conv2d_winograd_nchwc,
-                             schedule_winograd, winograd_tiles)
+from ...ops.winograd import (ProductLoop, WinogradPlan, check_winograd_shape, conv2d_winograd_nchw,
+                             conv2d_winograd_nchwc, schedule_winograd, winograd_tiles)
 from ..task import template
 from .conv2d import fits_registers
 
@@ -34,6 +35,19 @@ def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int
     ``target``), makes the operator to schedule instead: one with the same stages plus an elementwise epilogue
     (a network's fused convolution), inlined into the output transform.
     """
+    return _winograd(cfg, N, C, H, W, O, K, stride, pad, dtype, declare or conv2d_winograd_nchwc)
+
+
+@template("conv2d_winograd_nchw")
+def conv2d_winograd_nchw_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
+                                  pad: int = 0, dtype: str = "float32"):
+    """Winograd conv2d with NCHW input and output (3x3, stride 1; ``ops.conv2d_winograd_nchw``): the knobs of
+    ``conv2d_winograd_nchwc_packed``, the channel blocks inside the kernel one vector each."""
+    return _winograd(cfg, N, C, H, W, O, K, stride, pad, dtype, conv2d_winograd_nchw)
+
+
+def _winograd(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int, pad: int, dtype: str, declare):
+    """Define the knobs (module docstring), then declare the operator with ``declare`` and schedule it."""
     check_winograd_shape(K, stride)
     target = cfg.target
     lanes = target.lanes(dtype)
@@ -54,6 +68,6 @@ def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int
                         order=tuple(PRODUCT_LOOPS[i] for i in cfg["reorder_product"].perm),
                         unroll_channels=cfg["unroll_channels"], unroll_transforms=cfg["unroll_transforms"],
                         parallel_output_rows=cfg["parallel_output_rows"])
-    op = (declare or conv2d_winograd_nchwc)(N, C, H, W, O, K, stride, pad, cfg["tile_size"], icb, ocb, dtype,
-                                            p_tile=cfg["tile_p"], target=target)
+    op = declare(N, C, H, W, O, K, stride, pad, cfg["tile_size"], icb, ocb, dtype, p_tile=cfg["tile_p"],
+                 target=target)
     return schedule_winograd(op, plan), op
