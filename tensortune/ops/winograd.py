@@ -21,6 +21,10 @@ output transform. Each transform is a
 chain of selects on its row index (``transform_expr``), which the schedules unroll so that only the
 non-zero terms with literal coefficients are left in the C.
 
+``conv2d_winograd_nchw`` is the same operator with NCHW input and output, for a single convolution on a user's
+NCHW arrays: ``input_tile`` gathers its channel blocks from the NCHW input in place, and the output transform
+writes ``[N, O, OH, OW]`` straight away (the blocks stay inside the kernel).
+
 FLOPs are counted as the direct convolution's (``2 N O OH OW C 9``), so that GFLOP/s compare with
 direct kernels on the same layer: a Winograd kernel can show more GFLOP/s than the machine's peak.
 """
