@@ -327,20 +327,23 @@ def test_a_callers_placeholder_of_the_wrong_shape_is_a_shape_error():
 # ------------------------------------------------------------------------------------ errors
 
 
+@pytest.mark.parametrize("declare, template", [(conv2d_winograd_nchwc, TEMPLATE),
+                                               (conv2d_winograd_nchw, NCHW_TEMPLATE)])
 @pytest.mark.parametrize("K, stride", [(3, 2), (1, 1), (5, 1)])
-def test_other_convolutions_are_shape_errors_naming_the_rule(K, stride):
+def test_other_convolutions_are_shape_errors_naming_the_rule(K, stride, declare, template):
     with pytest.raises(ShapeError, match="3x3 kernels with stride 1"):
-        conv2d_winograd_nchwc(1, 16, 14, 14, 16, K, stride, 1)
+        declare(1, 16, 14, 14, 16, K, stride, 1)
     with pytest.raises(ShapeError, match=f"got a {K}x{K} kernel with stride {stride}; use a direct convolution"):
         create_task("conv2d", {"IC": 16, "OC": 16, "H": 14, "W": 14, "K": K, "stride": stride, "pad": 1},
-                    template=TEMPLATE).space
+                    template=template).space
 
 
-def test_unknown_tile_sizes_and_blocks_are_shape_errors():
+@pytest.mark.parametrize("declare", [conv2d_winograd_nchwc, conv2d_winograd_nchw])
+def test_unknown_tile_sizes_and_blocks_are_shape_errors(declare):
     with pytest.raises(ShapeError, match="m=3 is not supported; use one of"):
-        conv2d_winograd_nchwc(1, 16, 14, 14, 16, tile=3)
+        declare(1, 16, 14, 14, 16, tile=3)
     with pytest.raises(ShapeError, match="block 12 must divide 16"):
-        conv2d_winograd_nchwc(1, 16, 14, 14, 16, icb=12)
+        declare(1, 16, 14, 14, 16, icb=12)
 
 
 def test_register_tile_that_does_not_divide_the_padded_tiles_is_a_schedule_error():

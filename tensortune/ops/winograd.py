@@ -57,8 +57,8 @@ def check_winograd_shape(K: int, stride: int, name: str = "conv2d") -> None:
     """A ``ShapeError`` unless the convolution is one Winograd F(m x m, 3 x 3) computes: 3 x 3, stride 1."""
     if K != 3 or stride != 1:
         raise ShapeError(f"{name}: Winograd convolution computes 3x3 kernels with stride 1 (and dilation 1), got a "
-                         f"{K}x{K} kernel with stride {stride}; use a direct convolution (conv2d_nchwc_packed) "
-                         "for this layer")
+                         f"{K}x{K} kernel with stride {stride}; use a direct convolution for this layer "
+                         "(conv2d_nchw_spatial_pack or conv2d_nchwc on NCHW tensors, conv2d_nchwc_packed on NCHW[x]c)")
 
 
 #: Untuned convolutions on these targets run 3x3, stride-1 layers as Winograd kernels (``default_tile_size``)
@@ -106,8 +106,8 @@ def conv2d_winograd_nchwc(N: int, C: int, H: int, W: int, O: int, K: int = 3, st
     (the last is the operator's output). ``op.epilogue`` is then the output transform and the stages between,
     which the schedules inline into the output; ``reference`` and ``prepare`` stay the plain convolution's.
     """
-    return _declare(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype, name, p_tile, target, False, inputs,
-                    epilogue)
+    return _declare(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype, name, p_tile, target, nchw=False,
+                    inputs=inputs, epilogue=epilogue)
 
 
 def conv2d_winograd_nchw(N: int, C: int, H: int, W: int, O: int, K: int = 3, stride: int = 1, pad: int = 1,
@@ -122,13 +122,13 @@ def conv2d_winograd_nchw(N: int, C: int, H: int, W: int, O: int, K: int = 3, str
     Kernel inputs: ``data`` and ``weight_winograd [alpha^2, O/ocb, C/icb, icb, ocb]`` (``winograd_weight``, made
     by ``prepare`` outside the timed region). Canonical inputs, reference and FLOPs are the direct convolution's.
     """
-    return _declare(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype, name, p_tile, target, True, None, None)
+    return _declare(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype, name, p_tile, target, nchw=True)
 
 
 def _declare(N: int, C: int, H: int, W: int, O: int, K: int, stride: int, pad: int, tile: int, icb: int | None,
-             ocb: int | None, dtype: str, name: str, p_tile: int | None, target: Target | None, nchw: bool,
-             inputs: Callable[[], tuple[Tensor, Tensor, Sequence[Tensor]]] | None,
-             epilogue: Callable[[Tensor], Sequence[Tensor]] | None) -> Operator:
+             ocb: int | None, dtype: str, name: str, p_tile: int | None, target: Target | None, *, nchw: bool,
+             inputs: Callable[[], tuple[Tensor, Tensor, Sequence[Tensor]]] | None = None,
+             epilogue: Callable[[Tensor], Sequence[Tensor]] | None = None) -> Operator:
     """The Winograd operator, on NCHW[x]c tensors or (``nchw``) on NCHW ones."""
     check_winograd_shape(K, stride, name)
     target = target or Target.host()
