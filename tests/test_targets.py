@@ -6,8 +6,10 @@ the target's vector registers.
 """
 from __future__ import annotations
 
+import importlib
 import random
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,6 +112,25 @@ def test_default_schedules_build_and_equal_numpy_on_every_runnable_target(make, 
     if target.isa is not ISA.SCALAR and make not in ("conv2d", "depthwise"):  # those vectorize short rows
         assert f"vector_size({target.vector_bytes})" in module.source  # channel blocks of whole vectors
     assert f"vector_size({2 * target.vector_bytes})" not in module.source  # never wider than the target
+
+
+@pytest.mark.parametrize("target", runnable_targets(), ids=str)
+@pytest.mark.parametrize("m, n_panels, k", [(13, 5, 30), (16, 9, 64)])  # rows, chunks, K that do not divide
+def test_the_hand_written_matmul_of_bench_matmul_equals_numpy(target, m, n_panels, k, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "benchmarks"))
+    bench = importlib.import_module("bench_matmul")
+    bm, bn = bench.register_block(target)
+    assert bm * 2 <= target.accumulator_budget(2)  # the register block fits the target
+    chunk = bench.column_chunk(target, k, bn)
+    assert 1 <= chunk <= bench.MAX_CHUNK_PANELS and (chunk == 1 or chunk * k * bn * 4 <= target.caches.l2 // 2)
+    n = n_panels * bn
+    s, args = bench.schedule_matmul(n, m, k, target)
+    module = tt.build(s, args, target=target)
+    rng = np.random.default_rng(m)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    module(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("channels, lanes, block", [
