@@ -187,8 +187,11 @@ def _build_views(key: str, out: Path, target, top: int = 1, threads: int = 1) ->
     tasks = tasks_of(key, target)
     built, retimed = {}, {}
     for view, view_tasks in tasks.items():
-        found = [(rec, task) for k, task in enumerate(view_tasks)
-                 for rec in top_records(load_records(log_path(out, key, view, k)), task, top)]
+        logs = [(task, log_path(out, key, view, k)) for k, task in enumerate(view_tasks)]
+        missing = [task.name for task, log in logs if not log.exists()]
+        if missing and len(missing) < len(logs):
+            print(f"{key} {view}: no log of {', '.join(missing)} in {out}; timing the view's other templates")
+        found = [(rec, task) for task, log in logs if log.exists() for rec in top_records(load_records(log), task, top)]
         if not found:
             print(f"{key} {view}: no successful record in the log; tune it first")
             continue

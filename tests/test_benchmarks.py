@@ -88,7 +88,8 @@ def test_vs_libraries_writes_its_results_before_the_plot(script, no_matplotlib, 
     assert not (tmp_path / "fig").exists()
 
 
-def test_vs_libraries_views_share_trials_among_templates_and_time_the_fastest_logged(script, monkeypatch, tmp_path):
+def test_vs_libraries_views_share_trials_among_templates_and_time_the_fastest_logged(script, monkeypatch, tmp_path,
+                                                                                     capsys):
     vs_libraries = script("vs_libraries")
     host = tt_target.Target.host()
     names = lambda key: {v: [t.name for t in ts] for v, ts in vs_libraries.tasks_of(key, host).items()}
@@ -117,6 +118,12 @@ def test_vs_libraries_views_share_trials_among_templates_and_time_the_fastest_lo
     assert row["templates"] == {"nchw": "conv2d_nchwc", "packed": "conv2d_nchwc_packed"}
     assert row["configs"] == {"nchw": logged["nchw", "conv2d_nchwc"], "packed": logged["packed", "conv2d_nchwc_packed"]}
     assert row["best_peer"] == "onnxruntime" and row["ratio_nchw"] == pytest.approx(2.0)
+
+    vs_libraries.log_path(tmp_path, "resnet18:C12", "nchw", 1).unlink()  # a template not tuned (--skip-tune)
+    capsys.readouterr()
+    (row,) = vs_libraries.time_all(["resnet18:C12"], tmp_path, [2], 3, 1.0, host)
+    assert row["templates"]["nchw"] == "conv2d_nchw_spatial_pack"  # the fastest of the logs that are there
+    assert "resnet18:C12 nchw: no log of conv2d_nchwc in" in capsys.readouterr().out
 
 
 def test_plots_are_drawn_with_matplotlib(script, tmp_path):
