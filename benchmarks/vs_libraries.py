@@ -20,7 +20,8 @@ shared machine, which can halve any kernel for seconds, hits both sides of a rat
 * peers (``tensortune.benchmarking.peers``, in a child process): PyTorch ``conv2d`` in NCHW and channels-last,
   onnxruntime on a one-node ONNX model, ``numpy.matmul`` (OpenBLAS overrides unset) and ``torch.matmul``.
   With ``--target`` narrower than this machine (``avx2`` on an AVX-512 host), numpy and PyTorch run capped to
-  that ISA (``OPENBLAS_CORETYPE=Haswell``, ``ATEN_CPU_CAPABILITY=avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``);
+  that ISA (``OPENBLAS_CORETYPE=Haswell``, ``ATEN_CPU_CAPABILITY=avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``,
+  ``MKL_ENABLE_INSTRUCTIONS=AVX2`` for the MKL behind ``torch.matmul``);
   onnxruntime has no such setting, so it is shown but left out of the best peer and the ratios.
 
 Each view's kernel is chosen among each of its templates' ``--top`` fastest logged configs, timed again

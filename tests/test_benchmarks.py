@@ -341,5 +341,6 @@ def test_peers_on_a_narrower_target_are_capped_and_onnxruntime_is_marked_uncappe
     task = create_task("matmul", {"M": 64, "N": 64, "K": 64}, target=tt_target.Target.parse("c -isa=avx2"))
     out = peers.time_peers(task, 2, 3, 1.0)
     assert seen["env"]["OPENBLAS_CORETYPE"] == "Haswell" and seen["env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert seen["env"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"  # torch.matmul runs MKL
     assert out["numpy"]["capped"].startswith("OPENBLAS_CORETYPE=Haswell") and "capped" not in out["onnxruntime"]
     assert "uncapped" in out["onnxruntime"]

@@ -36,9 +36,12 @@ if TYPE_CHECKING:
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Settings that keep the peer libraries to an ISA narrower than the machine's, so that they stay comparable
 #: with kernels compiled for it (AVX2 code measured on an AVX-512 machine). onnxruntime has no such setting.
+#: PyTorch's matmul goes to MKL where it is built with it (the x86 wheels), hence ``MKL_ENABLE_INSTRUCTIONS``.
 ISA_CAPS = {
-    ISA.AVX2: {"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    ISA.SCALAR: {"OPENBLAS_CORETYPE": "Prescott", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    ISA.AVX2: {"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+               "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    ISA.SCALAR: {"OPENBLAS_CORETYPE": "Prescott", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                 "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
 }
 _ISA_RANK = {ISA.SCALAR: 0, ISA.NEON: 1, ISA.AVX2: 1, ISA.AVX512: 2}
 
