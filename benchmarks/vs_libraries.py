@@ -25,7 +25,8 @@ shared machine, which can halve any kernel for seconds, hits both sides of a rat
   onnxruntime has no such setting, so it is shown but left out of the best peer and the ratios.
 
 Each view's kernel is chosen among each of its templates' ``--top`` fastest logged configs, timed again
-first (the tuner's best is the luckiest of many short measurements; ``row["retimed"]`` in the JSON).
+first on each thread count (the tuner's best is the luckiest of many short measurements, and the fastest on
+2 threads need not be the fastest on 1; ``row["retimed"]`` in the JSON).
 
 It prints a markdown table (GFLOP/s, percent of the FMA peak, ratio tensortune / best peer) with the
 geometric means, writes ``--json``, replaces the section between ``<!-- vs_libraries:<isa>:begin -->`` and
@@ -122,17 +123,19 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, t
     row's GFLOP/s are medians over the rounds (each round's figure a median of ``repeat`` timings), its
     ratios medians over the rounds of the ratio within each round (against the peer of highest median),
     and ``row["rounds"]`` keeps every round's GFLOP/s. With ``top`` > 1, each view's kernel is chosen first
-    among each template's ``top`` fastest logged configs, timed again (``row["retimed"]``, see ``_build_views``).
+    among each template's ``top`` fastest logged configs, timed again on the row's threads (``row["retimed"]``, see
+    ``_build_views``).
     """
     from tensortune.benchmarking import compare, peers as peer_lib
 
-    built = {key: _build_views(key, out, target, top, max(threads_list)) for key in keys}
+    # each thread count's kernels chosen at that thread count: the fastest config on 2 threads need not be on 1
+    built = {(key, threads): _build_views(key, out, target, top, threads) for key in keys for threads in threads_list}
     per_round: dict[tuple, dict[str, list]] = {}  # (key, threads) -> kernel -> GFLOP/s of each round
     rows = {}
     for rnd in range(rounds):
         for key in keys:
-            views, peer_task, retimed = built[key]
             for threads in threads_list:
+                views, peer_task, retimed = built[key, threads]
                 row = rows.setdefault((key, threads), {"workload": key, "threads": threads, "flops": peer_task.flops,
                                                        "gflops": {}, "errors": {}}
                                        | ({"retimed": retimed} if retimed else {}))
@@ -292,8 +295,8 @@ def markdown(rows: list[dict], summary: dict, peaks: dict, command: str, machine
                   + (f" Not capped, no such setting, so shown but left out of the best peer: {', '.join(uncapped)}."
                      if uncapped else ""), ""]
     if top > 1:
-        lines += [f"Each view's kernel: the fastest, timed again, of each of its templates' {top} fastest logged "
-                  "configs.", ""]
+        lines += [f"Each view's kernel: the fastest, timed again on its row's threads, of each of its templates' {top} "
+                  "fastest logged configs.", ""]
     for t in sorted({r["threads"] for r in rows}, reverse=True):
         peak = peaks[t]
         lines += [f"**{t} thread{'s' if t > 1 else ''}** (GFLOP/s, median; FMA peak of the target's vectors "

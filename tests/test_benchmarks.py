@@ -247,26 +247,27 @@ def test_vs_libraries_chooses_among_the_top_logged_configs_by_timing_them_again(
     import tensortune.benchmarking.compare as compare
     import tensortune.benchmarking.peers as peers
 
-    retimed = {valid[0]: 3e-3, valid[1]: 1e-3, valid[2]: None}  # timed again, the second is fastest; one fails
+    # timed again on 2 threads the second is fastest, on 1 thread the first; the third fails
+    retimed = {2: {valid[0]: 3e-3, valid[1]: 1e-3, valid[2]: None}, 1: {valid[0]: 1e-3, valid[1]: 2e-3, valid[2]: None}}
     seen = []
 
     def fastest_of(candidates, threads):
         seen.append(([i for _, i in candidates], threads))
-        return [{"task": t, "config_index": i} | ({"median_s": retimed[i]} if retimed[i] else {"error": "wrong"})
-                for t, i in candidates]
+        return [{"task": t, "config_index": i} | ({"median_s": retimed[threads][i]} if retimed[threads][i]
+                                                 else {"error": "wrong"}) for t, i in candidates]
 
     monkeypatch.setattr(compare, "fastest_of", fastest_of)
     monkeypatch.setattr(compare, "time_module", lambda *a: {"median_s": 1e-3})
     monkeypatch.setattr(peers, "time_peers", lambda *a: {"numpy": {"median_s": 1e-3}})
-    row, row2 = vs_libraries.time_all(["matmul:512"], tmp_path, [1, 2], 3, 1.0, host, top=3)
-    assert row2["configs"] == row["configs"] and row2["retimed"] == row["retimed"]  # chosen once, for every row
-    assert seen == [(valid[:3], 2)]  # the three fastest logged, timed on the most threads
-    assert row["configs"] == {"matmul": valid[1]}
+    row1, row2 = vs_libraries.time_all(["matmul:512"], tmp_path, [1, 2], 3, 1.0, host, top=3)
+    assert seen == [(valid[:3], 1), (valid[:3], 2)]  # the three fastest logged, timed on each row's threads
+    assert row1["configs"] == {"matmul": valid[0]} and row2["configs"] == {"matmul": valid[1]}
     g = task.flops / 1e9
-    assert row["retimed"]["matmul"] == [
+    assert row2["retimed"]["matmul"] == [
         {"template": "matmul", "config": valid[0], "logged_gflops": pytest.approx(g / 1e-3), "gflops": pytest.approx(g / 3e-3)},
         {"template": "matmul", "config": valid[1], "logged_gflops": pytest.approx(g / 2e-3), "gflops": pytest.approx(g / 1e-3)},
         {"template": "matmul", "config": valid[2], "logged_gflops": pytest.approx(g / 3e-3), "error": "wrong"}]
+    assert row1["retimed"]["matmul"][0]["gflops"] == pytest.approx(g / 1e-3)
 
 
 def test_vs_libraries_markdown_reports_the_best_of_rounds_geomean(script):
