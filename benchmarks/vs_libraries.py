@@ -345,9 +345,11 @@ def plot(rows: list[dict], threads: int, path: Path) -> None:
     x = np.arange(len(rows))
     width = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(max(8, 0.8 * len(rows)), 4.5))
+    uncapped = {name for r in rows for name in r.get("uncapped", {})}  # wider ISA than the target: not compared
     for i, s in enumerate(series):
         ax.bar(x + (i - (len(series) - 1) / 2) * width, [r["gflops"].get(s, 0) for r in rows], width,
-               label=s.replace("tensortune_", "tensortune ").replace("_", "-"))
+               label=s.replace("tensortune_", "tensortune ").replace("_", "-")
+               + (" (not capped: wider ISA)" if s in uncapped else ""), hatch="//" if s in uncapped else None)
     ax.set_xticks(x, labels, rotation=30)
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"Tuned tensortune kernels vs libraries, batch 1 float32, {threads} thread(s)")

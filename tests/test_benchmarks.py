@@ -134,6 +134,20 @@ def test_plots_are_drawn_with_matplotlib(script, tmp_path):
     assert sorted(p.name for p in tmp_path.rglob("*.png")) == ["matmul_512.png", "vs.png"]
 
 
+def test_vs_libraries_plot_marks_a_peer_that_ran_a_wider_isa(script, monkeypatch, tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib.figure
+
+    legend = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: legend.extend(
+        t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()))
+    row = {"workload": "resnet18:C6", "threads": 2, "gflops": {"tensortune_nchw": 400.0, "torch": 380.0,
+                                                               "onnxruntime": 500.0},
+           "uncapped": {"onnxruntime": "no ISA setting"}}
+    script("vs_libraries").plot([row], 2, tmp_path / "vs.png")
+    assert legend == ["tensortune nchw", "torch", "onnxruntime (not capped: wider ISA)"]
+
+
 def test_cluster_scaling_rows_compare_each_cluster_with_one_worker(script):
     cluster_scaling = script("cluster_scaling")
     rows = cluster_scaling.scaling_rows({1: 60.0, 2: 30.0, 4: 20.0}, trials=120, device_s=0.4)
