@@ -128,14 +128,14 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, t
     """
     from tensortune.benchmarking import compare, peers as peer_lib
 
-    # each thread count's kernels chosen at that thread count: the fastest config on 2 threads need not be on 1
-    built = {(key, threads): _build_views(key, out, target, top, threads) for key in keys for threads in threads_list}
+    built = {key: _build_views(key, out, target, top, threads_list) for key in keys}
     per_round: dict[tuple, dict[str, list]] = {}  # (key, threads) -> kernel -> GFLOP/s of each round
     rows = {}
     for rnd in range(rounds):
         for key in keys:
             for threads in threads_list:
-                views, peer_task, retimed = built[key, threads]
+                by_threads, peer_task, retimed_by_threads = built[key]
+                views, retimed = by_threads[threads], retimed_by_threads[threads]
                 row = rows.setdefault((key, threads), {"workload": key, "threads": threads, "flops": peer_task.flops,
                                                        "gflops": {}, "errors": {}}
                                        | ({"retimed": retimed} if retimed else {}))
@@ -177,19 +177,22 @@ def time_all(keys, out: Path, threads_list, repeat: int, min_repeat_ms: float, t
     return list(rows.values())
 
 
-def _build_views(key: str, out: Path, target, top: int = 1, threads: int = 1) -> tuple[dict, object, dict]:
-    """Each view's kernel, built, with its checked inputs; the task the peers compute; and, when ``top`` > 1,
-    the candidates re-timed to choose each view's kernel.
+def _build_views(key: str, out: Path, target, top: int = 1, threads_list=(1,)) -> tuple[dict, object, dict]:
+    """For each thread count, each view's kernel, built, with its checked inputs; the task the peers compute;
+    and, when ``top`` > 1, per thread count the candidates re-timed to choose each view's kernel.
 
     A view's kernel is its templates' fastest logged record, or with ``top`` > 1 the fastest, timed again on
-    ``threads`` threads, of each template's ``top`` fastest records (``compare.fastest_of``): the tuner's
-    best is the luckiest of many short measurements.
+    the row's threads, of each template's ``top`` fastest records (``compare.fastest_of``): the tuner's best
+    is the luckiest of many short measurements, and the fastest on 2 threads need not be on 1. The logs are
+    read once and each chosen config is built once, whichever thread counts chose it.
     """
     from tensortune.autotvm.record import load_records, top_records
     from tensortune.benchmarking.compare import build_config, fastest_of
 
     tasks = tasks_of(key, target)
-    built, retimed = {}, {}
+    built: dict[int, dict] = {threads: {} for threads in threads_list}
+    retimed: dict[int, dict] = {threads: {} for threads in threads_list}
+    modules: dict[tuple[str, int], tuple] = {}  # (template, config) -> its module, op, inputs, expected
     for view, view_tasks in tasks.items():
         logs = [(task, log_path(out, key, view, k)) for k, task in enumerate(view_tasks)]
         missing = [task.name for task, log in logs if not log.exists()]
@@ -199,20 +202,24 @@ def _build_views(key: str, out: Path, target, top: int = 1, threads: int = 1) ->
         if not found:
             print(f"{key} {view}: no successful record in the log; tune it first")
             continue
-        rec, task = min(found, key=lambda f: f[0].mean_cost)  # the view's template of fastest logged best
-        index = rec.config_index
-        if top > 1 and len(found) > 1:
-            entries = fastest_of([(t, r.config_index) for r, t in found], threads)
-            retimed[view] = [{"template": e["task"].name, "config": e["config_index"],
-                              "logged_gflops": e["task"].flops / r.mean_cost / 1e9,
-                              **({"gflops": e["task"].flops / e["median_s"] / 1e9} if "median_s" in e
-                                 else {"error": e["error"]})} for e, (r, _) in zip(entries, found)]
-            timed = [e for e in entries if "median_s" in e]
-            if timed:
-                best = min(timed, key=lambda e: e["median_s"])
-                task, index = best["task"], best["config_index"]
-        module, op, inputs, expected = build_config(task, index)
-        built[view] = (task, op, module, inputs, expected, index)
+        for threads in threads_list:
+            rec, task = min(found, key=lambda f: f[0].mean_cost)  # the view's template of fastest logged best
+            index = rec.config_index
+            if top > 1 and len(found) > 1:
+                entries = fastest_of([(t, r.config_index) for r, t in found], threads)
+                retimed[threads][view] = [
+                    {"template": e["task"].name, "config": e["config_index"],
+                     "logged_gflops": e["task"].flops / r.mean_cost / 1e9,
+                     **({"gflops": e["task"].flops / e["median_s"] / 1e9} if "median_s" in e else {"error": e["error"]})}
+                    for e, (r, _) in zip(entries, found)]
+                timed = [e for e in entries if "median_s" in e]
+                if timed:
+                    best = min(timed, key=lambda e: e["median_s"])
+                    task, index = best["task"], best["config_index"]
+            if (task.name, index) not in modules:
+                modules[task.name, index] = build_config(task, index)
+            module, op, inputs, expected = modules[task.name, index]
+            built[threads][view] = (task, op, module, inputs, expected, index)
     return built, next(iter(tasks.values()))[0], retimed
 
 

@@ -1,7 +1,10 @@
 """Shared test helpers: lowering with the IR verifier after every pass, build-and-compare with numpy, and
-the ``--update-golden`` option that rewrites the golden files of ``test_golden.py``."""
+the ``--update-golden`` option that rewrites the golden files of ``test_golden.py``, and ``script``, which imports
+a benchmark script."""
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -23,6 +26,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def update_golden(request: pytest.FixtureRequest) -> bool:
     """Whether ``--update-golden`` was given: golden tests then write their files instead of comparing."""
     return request.config.getoption("--update-golden")
+
+
+@pytest.fixture
+def script(monkeypatch):
+    """``script("vs_libraries")``: the benchmark module, imported from ``benchmarks/``."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "benchmarks"))
+    return importlib.import_module
 
 
 def lower_checked(sch: Schedule, args: Sequence[Tensor] | None = None, name: str = "kernel") -> PrimFunc:

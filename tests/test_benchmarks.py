@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -18,16 +17,6 @@ import pytest
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
 from tensortune.autotvm.catalog import create_task
-
-BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
-
-
-@pytest.fixture
-def script(monkeypatch):
-    """``script("vs_libraries")``: the benchmark module, imported from ``benchmarks/``."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    return importlib.import_module
-
 
 @pytest.fixture
 def no_matplotlib(monkeypatch):

@@ -6,10 +6,8 @@ the target's vector registers.
 """
 from __future__ import annotations
 
-import importlib
 import random
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -116,9 +114,8 @@ def test_default_schedules_build_and_equal_numpy_on_every_runnable_target(make, 
 
 @pytest.mark.parametrize("target", runnable_targets(), ids=str)
 @pytest.mark.parametrize("m, n_panels, k", [(13, 5, 30), (16, 9, 64)])  # rows, chunks, K that do not divide
-def test_the_hand_written_matmul_of_bench_matmul_equals_numpy(target, m, n_panels, k, monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "benchmarks"))
-    bench = importlib.import_module("bench_matmul")
+def test_the_hand_written_matmul_of_bench_matmul_equals_numpy(target, m, n_panels, k, script):
+    bench = script("bench_matmul")
     bm, bn = bench.register_block(target)
     assert bm * 2 <= target.accumulator_budget(2)  # the register block fits the target
     chunk = bench.column_chunk(target, k, bn)
