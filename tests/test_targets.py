@@ -113,14 +113,15 @@ def test_default_schedules_build_and_equal_numpy_on_every_runnable_target(make, 
 
 
 @pytest.mark.parametrize("target", runnable_targets(), ids=str)
-@pytest.mark.parametrize("m, n_panels, k", [(13, 5, 30), (16, 9, 64)])  # rows, chunks, K that do not divide
+# rows, chunks, K and (2.5 panels) columns that do not divide
+@pytest.mark.parametrize("m, n_panels, k", [(13, 5, 30), (16, 9, 64), (7, 2.5, 12)])
 def test_the_hand_written_matmul_of_bench_matmul_equals_numpy(target, m, n_panels, k, script):
     bench = script("bench_matmul")
     bm, bn = bench.register_block(target)
     assert bm * 2 <= target.accumulator_budget(2)  # the register block fits the target
     chunk = bench.column_chunk(target, k, bn)
     assert 1 <= chunk <= bench.MAX_CHUNK_PANELS and (chunk == 1 or chunk * k * bn * 4 <= target.caches.l2 // 2)
-    n = n_panels * bn
+    n = int(n_panels * bn)
     s, args = bench.schedule_matmul(n, m, k, target)
     module = tt.build(s, args, target=target)
     rng = np.random.default_rng(m)
