@@ -59,7 +59,8 @@ def schedule_matmul(n: int, m: int, k: int, target):
     B = te.placeholder((k, n), "float32", "B")
     PA = te.compute((mp // bm, k, bm), lambda mo, kk, mi: A[te.minimum(mo * bm + mi, m - 1), kk], "A_packed")
     np_ = -(-n // bn) * bn  # columns padded to whole panels the same way
-    PB = te.compute((np_ // bn, k, bn), lambda no, kk, ni: B[kk, te.minimum(no * bn + ni, n - 1)], "B_packed")
+    column = (lambda j: j) if np_ == n else (lambda j: te.minimum(j, n - 1))  # no clamp where panels divide
+    PB = te.compute((np_ // bn, k, bn), lambda no, kk, ni: B[kk, column(no * bn + ni)], "B_packed")
     r = te.reduce_axis(k, "k")
     acc = te.compute((mp, np_), lambda i, j: te.sum(PA[i // bm, r, i % bm] * PB[j // bn, r, j % bn], axis=r), "acc")
     C = te.compute((m, n), lambda i, j: acc[i, j], "C")
