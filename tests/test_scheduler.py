@@ -178,16 +178,37 @@ def test_alternatives_of_a_layer_count_once_and_the_faster_one_gets_more_trials(
     assert grouped_direct < 0.75 * apart_direct
 
 
-def test_a_slower_alternative_has_its_gradient_scaled_by_the_square_of_the_latency_ratio():
+def test_a_slower_alternative_counts_only_the_decrease_that_would_take_it_below_its_group_best():
     scheduler = TaskScheduler([WeightedTask(DIRECT, 2, "C"), WeightedTask(WINOGRAD, 2, "C")], 64, tuner="random",
-                              measure=FakeMeasure(), progress=False)
+                              measure=FakeMeasure(), round_size=16, alpha=0.2, progress=False)
     with contextlib.ExitStack() as stack:
         state = scheduler._open(0, stack)
-        state.run.record([MeasureInput(DIRECT, 0)], FakeMeasure()([MeasureInput(DIRECT, 0)]))
-        alone = scheduler.gradient(state)
-        assert scheduler.gradient(state, state.latency) == pytest.approx(alone)  # the best of its group
-        assert scheduler.gradient(state, state.latency / 3) == pytest.approx(alone / 9)
-        assert scheduler.gradient(state, math.inf) == pytest.approx(alone)  # its group's only success
+        for n in (16, 32):
+            inputs = [MeasureInput(DIRECT, i) for i in range(state.run.done, n)]
+            state.run.record(inputs, FakeMeasure()(inputs))
+            state.curve.append((state.run.done, state.latency))
+            latency = state.latency
+            forward = latency / n * 0.5 ** state.stale_rounds
+            alone = scheduler.gradient(state)
+            assert alone >= 2 * 0.8 * forward  # weight 2, its forward estimate (and a backward one)
+            assert scheduler.gradient(state, latency) == pytest.approx(alone)  # the best of its group
+            assert scheduler.gradient(state, math.inf) == pytest.approx(alone)  # its group's only success
+            best = latency / 1.5  # its group's best: 1.5 times as fast
+            reach = max(0.0, forward - (latency - best) / 16)
+            assert scheduler.gradient(state, best) == pytest.approx(2 * 0.8 * reach / 1.5 ** 2)
+        # after 32 trials a round's optimistic decrease (16 x latency / 32) cannot take it below a best 2x faster
+        assert scheduler.gradient(state, state.latency / 2) == 0.0
+
+
+def test_an_alternative_twice_as_slow_gets_at_most_two_rounds():
+    """Winograd 3x as fast as direct on the fake landscape: the direct alternative stops at its second round at the
+    latest, however many trials are left; the faster one and a separate layer (STEEP) share the rest."""
+    for seed in range(5):
+        tasks = [WeightedTask(DIRECT, 2, "C"), WeightedTask(WINOGRAD, 2, "C"), WeightedTask(STEEP, 1)]
+        result = tune_network(tasks, 400, tuner="random", round_size=16, measure=FakeMeasure(), seed=seed,
+                              epsilon=0.0, progress=False)
+        direct, winograd, steep = result.trials
+        assert 16 <= direct <= 32 and winograd >= 48 and steep >= 48, (seed, result.trials)
 
 
 def test_bad_arguments_are_tune_errors():

@@ -10,10 +10,13 @@ faster kernels). A small share of rounds goes to a random task, so that no estim
 
 Alternatives: tasks that compute the same layer another way (a direct and a Winograd convolution) share a
 ``group``; the layer runs its faster kernel, so the network's latency counts each group once, at the best
-latency of its tasks. An alternative with latency L in a group whose best is B < L has its gradient scaled by
-(B/L)^2: gradients grow with a task's latency per trial, so this gives it about B/L the trials of the best
-alternative (a third of them for one three times slower). A task with no success yet gets rounds before
-the others only while no task of its group has one.
+latency of its tasks. An alternative with latency L in a group whose best is B < L lowers the network's latency
+only once it gets below B: its backward gradient is zero, and its forward estimate counts only the part of a
+round's optimistic decrease (round size x forward) that would take it below B, scaled by (B/L)^2 besides. So an
+alternative twice as slow as its group's best gets a second round only while the best one's search has stalled,
+and no third; one 1.25 times as slow gets a few. (Scaling by (B/L)^2 alone gave the slower alternatives of
+ResNet-18's 3x3 layers, 1.7-2.9 times slower than Winograd, a third of the trials the scheduler shared by gain.)
+A task with no success yet gets rounds before the others only while no task of its group has one.
 
 Each task keeps its tuner across rounds (a model-based tuner keeps its model and plan). Where no cost model
 is shipped for the target's ISA, or the caller gives a ``history`` of earlier logs, a new tuner learns from the
@@ -250,18 +253,18 @@ class TaskScheduler:
         """Expected decrease of the network latency per trial spent on ``state``'s task; ``group_best``: the best
         latency of its group, when it has alternatives (an alternative slower than it counts for less)."""
         trials, latency = state.run.done, state.latency
-        share = 1.0
-        if group_best is not None and group_best < latency:
-            if math.isinf(latency):  # an alternative with no success yet, while its group has one
+        forward = latency / max(1, trials) * 0.5 ** state.stale_rounds
+        if group_best is not None and group_best < latency:  # a slower alternative (see the module docstring)
+            if math.isinf(latency):  # with no success yet, while its group has one
                 return 0.0
-            share = (group_best / latency) ** 2
+            reach = max(0.0, forward - (latency - group_best) / self.round_size)
+            return state.item.weight * (group_best / latency) ** 2 * (1 - self.alpha) * reach
         backward = 0.0
         if len(state.curve) > 1:
             t0, l0 = state.curve[max(0, len(state.curve) - 1 - self.window)]
             if trials > t0 and math.isfinite(l0):
                 backward = max(0.0, (l0 - latency) / (trials - t0))
-        forward = latency / max(1, trials) * 0.5 ** state.stale_rounds
-        return state.item.weight * share * (self.alpha * backward + (1 - self.alpha) * forward)
+        return state.item.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
     # ------------------------------------------------------------------ transfer between tasks
     def _refresh_history(self, state: _TaskState, states: list[_TaskState]) -> None:
