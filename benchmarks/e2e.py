@@ -187,21 +187,39 @@ class _Peer:
         self.proc.wait()
 
 
-def time_interleaved(specs: dict[str, dict], repeat: int) -> dict[str, dict]:
+def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1) -> dict[str, dict]:
     """Each peer's median of ``repeat`` timings, taken in turns (one timing of each peer per round), so that the
-    load of a shared machine changes under all peers alike."""
-    peers = {name: _Peer(spec, dict(os.environ, **PEER_ENV.get(name, {}))) for name, spec in specs.items()}
-    runs: dict[str, list[float]] = {name: [] for name, p in peers.items() if p.ok}
-    try:
-        for _ in range(repeat):
-            for name in runs:
-                time.sleep(0.05)  # the previous peer's threads stop spinning
-                runs[name].append(peers[name].next())
-    finally:
-        for p in peers.values():
-            p.close()
-    return {name: ({"median_s": float(np.median(runs[name])), "runs_s": runs[name]} if name in runs else p.status)
-            for name, p in peers.items()}
+    load of a shared machine changes under all peers alike. With ``processes`` > 1 this is done again in fresh
+    child processes (started in a rotated order) and a peer's figure is the median of its processes' medians: a
+    process's memory placement can bias all of its timings (4-10% between processes timing one network here)."""
+    runs: dict[str, list[list[float]]] = {name: [] for name in specs}
+    status: dict[str, dict] = {}
+    for k in range(processes):
+        names = list(specs)
+        names = names[k % len(names):] + names[:k % len(names)]
+        peers = {name: _Peer(specs[name], dict(os.environ, **PEER_ENV.get(name, {}))) for name in names}
+        live = [name for name in specs if peers[name].ok]
+        try:
+            for name in live:
+                runs[name].append([])
+            for _ in range(repeat):
+                for name in live:
+                    time.sleep(0.05)  # the previous peer's threads stop spinning
+                    runs[name][-1].append(peers[name].next())
+        finally:
+            for p in peers.values():
+                p.close()
+        status.update({name: p.status for name, p in peers.items() if not p.ok and name not in status})
+    out: dict[str, dict] = {}
+    for name in specs:
+        if not runs[name]:
+            out[name] = status[name]
+            continue
+        medians = [float(np.median(r)) for r in runs[name]]
+        out[name] = {"median_s": float(np.median(medians)), "runs_s": [t for r in runs[name] for t in r]}
+        if processes > 1:
+            out[name]["process_medians_s"] = medians
+    return out
 
 
 def _compile_child(spec: dict) -> dict:

@@ -8,7 +8,11 @@
 
 Each log's network is timed both as it was (compiled with its latest refinement, if any: "NAME (as logged)") and
 refined again. The logs are copied into a temporary folder first (the refinement's records go to the copies); ``--keep DIR``
-keeps the refined copies there.
+keeps the refined copies there. ``--as-logged`` only times the networks as logged (to time finished runs again, e.g.
+in ``--processes`` sets of fresh processes):
+
+    python benchmarks/refine_compare.py --model resnet18 --as-logged --processes 5 \
+        --logs gradient=results/tn_s1/resnet18-gradient.jsonl round-robin=results/tn_s1/resnet18-round-robin.jsonl
 """
 from __future__ import annotations
 
@@ -31,6 +35,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=15, help="rounds of the final timing")
     p.add_argument("--min-ms", type=float, default=50.0)
+    p.add_argument("--processes", type=int, default=1,
+                   help="time in this many sets of fresh processes (median of their medians)")
+    p.add_argument("--as-logged", action="store_true", help="only time the networks as logged; refine nothing")
     p.add_argument("--keep", help="folder for the refined copies of the logs")
     p.add_argument("--json")
     args = p.parse_args()
@@ -40,7 +47,8 @@ def main() -> int:
     from tensortune.network import refine
 
     report = {"model": args.model, "threads": args.threads, "machine": machine(), "isa": Target.host().isa.value,
-              "repeat": args.repeat, "logs": logs, "refine_s": {}, "refined": {}}
+              "repeat": args.repeat, "processes": args.processes, "logs": logs, "refine_s": {}, "refined": {},
+              "process_medians_s": {}}
     with tempfile.TemporaryDirectory(prefix="tt-refine-compare-") as tmp:
         work = Path(tmp)
         model = prepare(work, args.model)
@@ -48,7 +56,7 @@ def main() -> int:
         for name, log in logs.items():  # as the logs were: their latest refinement, if any
             networks[f"{name} (as logged)"] = work / f"{name}-before.tt"
             compile_network(model, networks[f"{name} (as logged)"], work / "cache", str(log))
-        for name, log in logs.items():
+        for name, log in logs.items() if not args.as_logged else ():
             copy = work / f"{name}.jsonl"
             shutil.copyfile(log, copy)
             start = time.perf_counter()
@@ -62,11 +70,14 @@ def main() -> int:
             if args.keep:
                 Path(args.keep).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(copy, Path(args.keep) / f"{args.model}-{name}.jsonl")
-        report["final"] = measure(model, networks, work, args.threads, args.repeat, args.min_ms)
+        report["final"] = measure(model, networks, work, args.threads, args.repeat, args.min_ms, args.processes,
+                                  report["process_medians_s"])
     ort_s = report["final"].get("onnxruntime")
     print("timed in turns: " + ", ".join(
         f"{k} {v * 1e3:.2f} ms" + (f" ({v / ort_s:.2f}x)" if isinstance(v, float) and isinstance(ort_s, float)
                                    else "") for k, v in report["final"].items()))
+    for name, medians in report["process_medians_s"].items():
+        print(f"  {name}, each set of processes: " + ", ".join(f"{m * 1e3:.2f}" for m in medians) + " ms")
     if args.json:
         write_json(args.json, report)
     return 0

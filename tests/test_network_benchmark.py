@@ -50,6 +50,38 @@ def test_the_alone_row_compiles_with_the_log_less_its_in_network_timings(e2e, tm
     assert "| tensortune, with the log, kernels chosen by their timings alone | not measured |" in e2e.table(_report())
 
 
+def test_timing_in_several_sets_of_processes_takes_the_median_of_their_medians(e2e, monkeypatch):
+    """Fake timing children: process k of peer "a" times 1+k, 1+k, 10 (its median 1+k); "b" is 2 in every process;
+    "c" fails to start. Three sets of processes, each started in a rotated order."""
+    started: list[str] = []
+
+    class FakePeer:
+        def __init__(self, spec, env):
+            self.name = spec["name"]
+            self.ok = self.name != "c"
+            self.status = {"ready": True} if self.ok else {"error": "child failed (exit 1): boom"}
+            self.k = sum(n == self.name for n in started)
+            self.times = iter([1.0 + self.k, 1.0 + self.k, 10.0] if self.name == "a" else [2.0] * 3)
+            started.append(self.name)
+
+        def next(self):
+            return next(self.times)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(e2e, "_Peer", FakePeer)
+    monkeypatch.setattr(e2e.time, "sleep", lambda s: None)
+    out = e2e.time_interleaved({n: {"name": n} for n in "abc"}, repeat=3, processes=3)
+    assert started == list("abc") + list("bca") + list("cab")
+    assert out["a"]["process_medians_s"] == [1.0, 2.0, 3.0] and out["a"]["median_s"] == 2.0
+    assert out["a"]["runs_s"] == [1.0, 1.0, 10.0, 2.0, 2.0, 10.0, 3.0, 3.0, 10.0]
+    assert out["b"]["median_s"] == 2.0
+    assert out["c"] == {"error": "child failed (exit 1): boom"}
+    single = e2e.time_interleaved({"a": {"name": "a"}}, repeat=3)
+    assert single["a"]["median_s"] == 4.0 and "process_medians_s" not in single["a"]  # the 4th process of "a"
+
+
 def test_torch_executor_equals_the_interpreter(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.syspath_prepend(str(BENCHMARKS))
