@@ -17,7 +17,7 @@ def best_curve(log: Path, task, trials: int | None = None) -> np.ndarray:
     from tensortune.autotvm.record import load_records, task_records
 
     recs = task_records(load_records(log), task)[:trials]
-    g = np.array([task.flops / r.mean_cost / 1e9 if r.ok else 0.0 for r in recs])
+    g = np.array([task.flops / r.cost / 1e9 if r.ok else 0.0 for r in recs])
     return np.maximum.accumulate(g) if len(g) else g
 
 

@@ -128,7 +128,7 @@ def retimed_bests(key: str, task, methods, out: Path, checkpoints=(300,), rounds
                 log = out / key.replace(":", "_") / f"{m.name}_seed{seed}.json"
                 recs = [r for r in task_records(load_records(log), task)[:n] if r.ok] if log.exists() else []
                 if recs:
-                    chosen.setdefault(f"{m.name}@{n}", []).append(min(recs, key=lambda r: r.mean_cost).config_index)
+                    chosen.setdefault(f"{m.name}@{n}", []).append(min(recs, key=lambda r: r.cost).config_index)
     canonical = task.make_inputs(seed=0)
     kernels = {}
     for idx in sorted({i for v in chosen.values() for i in v}):
@@ -159,7 +159,7 @@ def model_quality(log: Path, task, train_frac: float = 0.5) -> dict | None:
     if len(recs) < 64:
         return None
     X = FeatureExtractor(task)([r.config_index for r in recs])
-    y = np.array([task.flops / r.mean_cost if r.ok else 0.0 for r in recs])
+    y = np.array([task.flops / r.cost if r.ok else 0.0 for r in recs])
     n = int(len(recs) * train_frac)
     out = {"train": n, "test": len(recs) - n}
     for loss in ("rank", "reg"):

@@ -55,7 +55,7 @@ def truth(records, task) -> tuple[list[int], np.ndarray]:
 
     by_config: dict[int, list[float]] = defaultdict(list)
     for r in task_records(records, task):
-        by_config[r.config_index].append(task.flops / r.mean_cost / 1e9 if r.ok else 0.0)
+        by_config[r.config_index].append(task.flops / r.cost / 1e9 if r.ok else 0.0)
     configs = sorted(by_config)
     return configs, np.array([statistics.median(by_config[i]) for i in configs])
 

@@ -203,13 +203,13 @@ def _build_views(key: str, out: Path, target, top: int = 1, threads_list=(1,)) -
             print(f"{key} {view}: no successful record in the log; tune it first")
             continue
         for threads in threads_list:
-            rec, task = min(found, key=lambda f: f[0].mean_cost)  # the view's template of fastest logged best
+            rec, task = min(found, key=lambda f: f[0].cost)  # the view's template of fastest logged best
             index = rec.config_index
             if top > 1 and len(found) > 1:
                 entries = fastest_of([(t, r.config_index) for r, t in found], threads)
                 retimed[threads][view] = [
                     {"template": e["task"].name, "config": e["config_index"],
-                     "logged_gflops": e["task"].flops / r.mean_cost / 1e9,
+                     "logged_gflops": e["task"].flops / r.cost / 1e9,
                      **({"gflops": e["task"].flops / e["median_s"] / 1e9} if "median_s" in e else {"error": e["error"]})}
                     for e, (r, _) in zip(entries, found)]
                 timed = [e for e in entries if "median_s" in e]

@@ -480,7 +480,7 @@ def cmd_best(args: argparse.Namespace) -> int:
     rows = [{
         "workload": catalog.name_of(b.task), "task": str(b.task), "workload_key": b.record.workload,
         "template": b.record.template, "args": list(b.record.args), "target": b.record.target,
-        "gflops": b.gflops, "time_s": b.record.mean_cost, "costs": list(b.record.costs),
+        "gflops": b.gflops, "time_s": b.record.cost, "costs": list(b.record.costs),
         "config_index": b.record.config_index, "config": b.record.config,
         "records": b.n_records, "ok_records": b.n_ok, "version": b.record.version, "emulated": b.record.emulated,
     } for b in _best_records(args.log, args.workload, catalog)]
@@ -570,7 +570,7 @@ def _retime_top(log: str, task, k: int, threads: int) -> tuple[int, list[dict]]:
         warnings.simplefilter("ignore")  # reading the log already reported its warnings
         records = top_records(load_records(log), task, k)
     entries = fastest_of([(task, r.config_index) for r in records], threads)
-    retimed = [{"config_index": r.config_index, "logged_gflops": task.flops / r.mean_cost / 1e9}
+    retimed = [{"config_index": r.config_index, "logged_gflops": task.flops / r.cost / 1e9}
                | ({"gflops": task.flops / e["median_s"] / 1e9} if "median_s" in e else {"error": e["error"]})
                for r, e in zip(records, entries)]
     timed = [e for e in entries if "median_s" in e]

@@ -51,7 +51,7 @@ def test_tune_logs_every_trial_and_prints_a_json_summary(tuned):
     assert len(records8) == 8
     assert first["trials"] == first["new_trials"] == 8 and first["resumed_trials"] == 0
     assert first["best_gflops"] > 0
-    best = max((r for r in records8 if r.ok), key=lambda r: -r.mean_cost)
+    best = max((r for r in records8 if r.ok), key=lambda r: -r.cost)
     assert first["best_config_index"] == best.config_index
     assert first["best_config"] == best.config
     assert first["log"] == str(log)
@@ -82,10 +82,10 @@ def test_best_json_is_the_fastest_record(tuned, capsys):
     code, out, _ = run(capsys, "best", str(log), "--json")
     assert code == 0
     (row,) = json.loads(out)["best"]
-    fastest = min((r for r in records if r.ok), key=lambda r: r.mean_cost)
+    fastest = min((r for r in records if r.ok), key=lambda r: r.cost)
     assert row["config_index"] == fastest.config_index and row["config"] == fastest.config
-    assert row["time_s"] == pytest.approx(fastest.mean_cost)
-    assert row["gflops"] == pytest.approx(2 * 32 ** 3 / fastest.mean_cost / 1e9)
+    assert row["time_s"] == pytest.approx(fastest.cost)
+    assert row["gflops"] == pytest.approx(2 * 32 ** 3 / fastest.cost / 1e9)
     assert row["template"] == "matmul" and row["args"] == [32, 32, 32] and row["records"] == 12
     assert row["target"] == fastest.target
 
@@ -176,9 +176,9 @@ def test_bench_top_times_the_fastest_logged_configs_again_and_benches_the_fastes
     code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "2", "--threads", "1", "--top", "3")
     assert code == 0
     (w,) = json.loads(out)["workloads"]
-    logged = sorted((r for r in records if r.ok), key=lambda r: r.mean_cost)
+    logged = sorted((r for r in records if r.ok), key=lambda r: r.cost)
     assert [r["config_index"] for r in w["retimed"]] == [r.config_index for r in logged[:3]]
-    assert [r["logged_gflops"] for r in w["retimed"]] == pytest.approx([2 * 32 ** 3 / r.mean_cost / 1e9
+    assert [r["logged_gflops"] for r in w["retimed"]] == pytest.approx([2 * 32 ** 3 / r.cost / 1e9
                                                                         for r in logged[:3]])
     assert all(r["gflops"] > 0 for r in w["retimed"])
     assert w["config_index"] == max(w["retimed"], key=lambda r: r["gflops"])["config_index"]

@@ -239,7 +239,19 @@ def test_a_writer_killed_with_sigkill_leaves_a_readable_log(tmp_path):
 # --- using a log ---------------------------------------------------------------------------------
 
 
-def test_pick_best_takes_the_lowest_mean_cost_among_successes_per_workload(tmp_path):
+def test_a_record_costs_the_median_of_its_repeats_so_one_slowed_repeat_does_not_count(tmp_path):
+    spiked = MeasureResult((1e-3, 1.1e-3, 2.4e-3), ErrorKind.NONE, "", 0.5, 1000.0)  # one repeat hit by a burst
+    steady = MeasureResult((1.2e-3, 1.2e-3, 1.2e-3), ErrorKind.NONE, "", 0.5, 1000.0)
+    assert spiked.cost == 1.1e-3 and spiked.mean_cost == pytest.approx(1.5e-3)
+    assert failed().cost == float("inf")
+    log = tmp_path / "log.jsonl"
+    a = task(64)
+    append_records(log, pairs(a, [(1, steady), (2, spiked)]))
+    assert [r.cost for r in load_records(log)] == [1.2e-3, 1.1e-3]
+    assert pick_best(log)[a.workload_key].config_index == 2  # by mean it would be 1
+
+
+def test_pick_best_takes_the_lowest_cost_among_successes_per_workload(tmp_path):
     log = tmp_path / "log.jsonl"
     a, b, a_other = task(64), task(32), task(64, OTHER)
     append_records(log, pairs(a, [(1, ok(3.0)), (2, ok(1.0)), (3, failed()), (4, ok(2.0))]))
@@ -343,7 +355,7 @@ def test_best_records_one_per_workload_and_target_with_counts(tmp_path):
         bests = best_records(log)
     assert [(x.task, x.record.config_index, x.n_records, x.n_ok) for x in bests] == [
         (a, 2, 3, 2), (b, 5, 2, 1), (a_other, 6, 1, 1)]
-    assert bests[0].gflops == pytest.approx(a.flops / bests[0].record.mean_cost / 1e9)
+    assert bests[0].gflops == pytest.approx(a.flops / bests[0].record.cost / 1e9)
 
 
 def test_best_records_errors_and_warnings(tmp_path):
@@ -380,7 +392,7 @@ def test_top_records_are_the_fastest_successful_ones_one_per_config(tmp_path):
     log = tmp_path / "log.json"
     append_records(log, pairs)
     records = load_records(log)
-    assert [(r.config_index, r.mean_cost) for r in top_records(records, task, 2)] == [(valid[1], 1e-6),
+    assert [(r.config_index, r.cost) for r in top_records(records, task, 2)] == [(valid[1], 1e-6),
                                                                                     (valid[0], 2e-6)]
     assert [r.config_index for r in top_records(records, task, 10)] == [valid[1], valid[0], valid[3]]
     with pytest.raises(ValueError, match="k must be at least 1"):

@@ -72,9 +72,14 @@ class Record:
         return self.error_kind is ErrorKind.NONE
 
     @property
+    def cost(self) -> float:
+        """Seconds per call: the median of the repeats (``MeasureResult.cost``); infinity for a failed record."""
+        return self.result().cost
+
+    @property
     def mean_cost(self) -> float:
-        """Mean seconds per call; infinity for a failed record."""
-        return self.result().mean_cost
+        """Mean seconds per call over the repeats; infinity for a failed record."""
+        return self.result().cost
 
     def task(self) -> Task:
         """Rebuild the task this record was measured for (the template must be in ``TEMPLATES``)."""
@@ -245,14 +250,14 @@ def pick_best(path_or_records: PathLike | Sequence[Record], target: Target | str
     """The fastest successful record of each workload (optionally only for one target / workload)."""
     best: dict[str, Record] = {}
     for r in _records(path_or_records):
-        if not r.ok or not math.isfinite(r.mean_cost):
+        if not r.ok or not math.isfinite(r.cost):
             continue
         if target is not None and r.target != str(target):
             continue
         if workload is not None and r.workload != workload:
             continue
         cur = best.get(r.workload)
-        if cur is None or r.mean_cost < cur.mean_cost:
+        if cur is None or r.cost < cur.cost:
             best[r.workload] = r
     return best
 
@@ -268,7 +273,7 @@ class BestRecord:
 
     @property
     def gflops(self) -> float:
-        return self.task.flops / self.record.mean_cost / 1e9
+        return self.task.flops / self.record.cost / 1e9
 
 
 def best_records(path: PathLike) -> list[BestRecord]:
@@ -333,8 +338,8 @@ def top_records(records: Iterable[Record], task: Task, k: int) -> list[Record]:
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     out: dict[int, Record] = {}
-    for r in sorted((r for r in task_records(records, task) if r.ok and math.isfinite(r.mean_cost)),
-                    key=lambda r: r.mean_cost):
+    for r in sorted((r for r in task_records(records, task) if r.ok and math.isfinite(r.cost)),
+                    key=lambda r: r.cost):
         out.setdefault(r.config_index, r)
         if len(out) == k:
             break

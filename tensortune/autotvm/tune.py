@@ -92,7 +92,7 @@ def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None,
 
 
 def _gflops(task: Task, res: MeasureResult) -> float:
-    return task.flops / res.mean_cost / 1e9 if res.ok and 0 < res.mean_cost < math.inf else 0.0
+    return task.flops / res.cost / 1e9 if res.ok and 0 < res.cost < math.inf else 0.0
 
 
 def _resumed(log_file: str | os.PathLike | None, task: Task) -> list[Record]:

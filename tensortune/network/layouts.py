@@ -66,7 +66,7 @@ def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str
     lanes = max(1, target.lanes(DType.float32))
     by_workload: dict[str, list[Record]] = {}
     for r in records:
-        if r.ok and math.isfinite(r.mean_cost):
+        if r.ok and math.isfinite(r.cost):
             by_workload.setdefault(r.workload, []).append(r)
     out: dict[str, dict[tuple[int, int] | None, float]] = {}
     for node in g.nodes:
@@ -84,7 +84,7 @@ def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str
                     continue
             for r in mine:
                 key = None if task.name == DEFAULT_TEMPLATE else record_blocks(task, r.config, lanes)
-                times[key] = min(times.get(key, float("inf")), r.mean_cost)
+                times[key] = min(times.get(key, float("inf")), r.cost)
         if times:
             out[node.name] = times
     return out

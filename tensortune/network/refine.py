@@ -180,7 +180,7 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
             mine = [r for r in records if r.matches(task)]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
-                found += [(r.mean_cost, task, r.config_index, r.config) for r in task_records(mine, task)
+                found += [(r.cost, task, r.config_index, r.config) for r in task_records(mine, task)
                           if r.ok and runs_with(task, r.config, lanes, blocks)]
         found.sort(key=lambda f: f[0])
         chosen: list[Candidate] = []

@@ -71,7 +71,7 @@ class TunedKernels:
             mine = [r for r in self.records if r.matches(task)]
             if mine:  # only then is the task's space built (to drop records the template no longer means)
                 try:
-                    self._ok[key] = [r for r in task_records(mine, task) if r.ok and math.isfinite(r.mean_cost)]
+                    self._ok[key] = [r for r in task_records(mine, task) if r.ok and math.isfinite(r.cost)]
                 except TensortuneError as e:  # the template cannot make this task's space any more
                     warnings.warn(f"records of {key} left out: {e}", RecordWarning, stacklevel=2)
         return self._ok[key]
@@ -81,12 +81,12 @@ class TunedKernels:
         blocks, when given: ``layouts.runs_with``), or None."""
         lanes = max(1, task.target.lanes(DType.float32))
         mine = [r for r in self._task_records(task) if runs_with(task, r.config, lanes, blocks)]
-        return min(mine, key=lambda r: r.mean_cost, default=None)
+        return min(mine, key=lambda r: r.cost, default=None)
 
     def alone_seconds(self, task: Task, index: int) -> float | None:
         """The fastest time alone in the log of config ``index`` of ``task`` (None when it has no successful
         record)."""
-        return min((r.mean_cost for r in self._task_records(task) if r.config_index == index), default=None)
+        return min((r.cost for r in self._task_records(task) if r.config_index == index), default=None)
 
     def best_index(self, task: Task) -> int | None:
         """The config index of the task's best successful record, or None."""
@@ -131,7 +131,7 @@ class TunedKernels:
             self.refined.append(node.name)
             task, index = refined
         else:
-            found = [(rec.mean_cost, k, task, rec.config_index) for k, task in enumerate(tasks)
+            found = [(rec.cost, k, task, rec.config_index) for k, task in enumerate(tasks)
                      if (rec := self.best_record(task, blocks)) is not None]
             if all(task.name == DEFAULT_TEMPLATE for _, _, task, _ in found):  # no tuned config runs these blocks
                 other = [(task, rec) for task in tasks

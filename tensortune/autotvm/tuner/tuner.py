@@ -82,7 +82,7 @@ class Tuner:
 
     def flops_of(self, res: MeasureResult) -> float:
         """FLOP/s of a result; 0 for a failure."""
-        return self.task.flops / res.mean_cost if res.ok and 0 < res.mean_cost < float("inf") else 0.0
+        return self.task.flops / res.cost if res.ok and 0 < res.cost < float("inf") else 0.0
 
     def _is_fresh(self, index: int, taken: set[int] | frozenset[int]) -> bool:
         """Neither visited, nor already in the batch being built, nor invalid (remembered when checked)."""

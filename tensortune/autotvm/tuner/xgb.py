@@ -240,7 +240,7 @@ def train_global_model(history: Iterable[Record], exclude: str | None = None, se
         recs = task_records(recs, task)[:max_per_workload]  # indices into today's space (stale ones left out)
         if not recs:
             continue
-        flops = np.array([task.flops / r.mean_cost if r.ok else 0.0 for r in recs], np.float32)
+        flops = np.array([task.flops / r.cost if r.ok else 0.0 for r in recs], np.float32)
         if flops.max() <= 0:
             continue
         feats.append(features(task, [r.config_index for r in recs]))
