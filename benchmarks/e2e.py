@@ -306,12 +306,13 @@ def alone_log(log: str, path: Path) -> str | None:
 
 
 def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dict | None = None,
-        tune_dir: Path | None = None, refine: bool = False) -> dict:
+        tune_dir: Path | None = None, refine: bool = False, processes: int = 1) -> dict:
     import onnx
 
     from tensortune.network import zoo
 
-    report = {"machine": machine(), "repeat": repeat, "min_repeat_ms": min_ms, "log": log, "models": {}}
+    report = {"machine": machine(), "repeat": repeat, "processes": processes, "min_repeat_ms": min_ms, "log": log,
+              "models": {}}
     for name in models:
         m = zoo.MODELS[name](batch=1, image=224)
         model = work / f"{name}.onnx"
@@ -356,7 +357,7 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dic
                 specs[peer] = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
                                "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
                                "min_ms": min_ms}
-            row.update(time_interleaved(specs, repeat))
+            row.update(time_interleaved(specs, repeat, processes))
             for peer in PEERS:
                 print(f"{name} {threads} thread(s) {LABELS[peer]}: {_fmt(row[peer])}", flush=True)
             entry["threads"][str(threads)] = {peer: row[peer] for peer in PEERS}
@@ -378,7 +379,9 @@ def _fmt(r: dict) -> str:
 def table(report: dict) -> str:
     lines = [SECTION, "",
              f"`python benchmarks/e2e.py` on {report['machine']}: batch 1, 224x224, float32, random weights; "
-             f"median of {report['repeat']} timings of >= {report['min_repeat_ms']:g} ms after a warm-up, each peer in "
+             f"median of {report['repeat']} timings of >= {report['min_repeat_ms']:g} ms after a warm-up"
+             + (f" in each of {report['processes']} sets of fresh processes (the median of their medians)"
+                if report.get("processes", 1) > 1 else "") + ", each peer in "
              "a child process of its own, the peers timed in turns (one timing of each per round, so that the "
              "machine's load falls on all alike), every output checked against onnxruntime's first. Ratios are "
              "against onnxruntime in the same run.", ""]
@@ -446,6 +449,8 @@ def main() -> int:
     p.add_argument("--refine", action="store_true",
                    help="first time each layer's best configs of --log inside each network (appends to the log)")
     p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--processes", type=int, default=1,
+                   help="time in this many sets of fresh processes, each peer's figure the median of their medians")
     p.add_argument("--min-ms", type=float, default=50.0)
     p.add_argument("--json", help="also write the results as JSON here")
     p.add_argument("--no-markdown", action="store_true", help="do not update BENCHMARKS.md")
@@ -461,7 +466,7 @@ def main() -> int:
     tune_trials = None if args.tune is None else parse_tune(args.tune, args.models, p)
     with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
         report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
-                     args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir), args.refine)
+                     args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir), args.refine, args.processes)
     text = table(report)
     print()
     print(text)

@@ -82,6 +82,13 @@ def test_timing_in_several_sets_of_processes_takes_the_median_of_their_medians(e
     assert single["a"]["median_s"] == 4.0 and "process_medians_s" not in single["a"]  # the 4th process of "a"
 
 
+def test_the_table_says_how_many_sets_of_processes_timed_it(e2e):
+    report = _report()
+    assert "sets of fresh processes" not in e2e.table(report)
+    report["processes"] = 3
+    assert "in each of 3 sets of fresh processes (the median of their medians), each peer in" in e2e.table(report)
+
+
 def test_torch_executor_equals_the_interpreter(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.syspath_prepend(str(BENCHMARKS))
