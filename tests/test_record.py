@@ -248,6 +248,7 @@ def test_a_record_costs_the_median_of_its_repeats_so_one_slowed_repeat_does_not_
     a = task(64)
     append_records(log, pairs(a, [(1, steady), (2, spiked)]))
     assert [r.cost for r in load_records(log)] == [1.2e-3, 1.1e-3]
+    assert load_records(log)[1].mean_cost == pytest.approx(1.5e-3)
     assert pick_best(log)[a.workload_key].config_index == 2  # by mean it would be 1
 
 

@@ -79,7 +79,7 @@ class Record:
     @property
     def mean_cost(self) -> float:
         """Mean seconds per call over the repeats; infinity for a failed record."""
-        return self.result().cost
+        return self.result().mean_cost
 
     def task(self) -> Task:
         """Rebuild the task this record was measured for (the template must be in ``TEMPLATES``)."""
