@@ -25,7 +25,7 @@ from pathlib import Path
 
 from common import write_json
 from e2e import compile_network, machine
-from tune_network import measure, prepare
+from tune_network import measure, prepare, print_process_medians
 
 
 def main() -> int:
@@ -56,7 +56,7 @@ def main() -> int:
         for name, log in logs.items():  # as the logs were: their latest refinement, if any
             networks[f"{name} (as logged)"] = work / f"{name}-before.tt"
             compile_network(model, networks[f"{name} (as logged)"], work / "cache", str(log))
-        for name, log in logs.items() if not args.as_logged else ():
+        for name, log in ({} if args.as_logged else logs).items():  # refined again
             copy = work / f"{name}.jsonl"
             shutil.copyfile(log, copy)
             start = time.perf_counter()
@@ -76,8 +76,7 @@ def main() -> int:
     print("timed in turns: " + ", ".join(
         f"{k} {v * 1e3:.2f} ms" + (f" ({v / ort_s:.2f}x)" if isinstance(v, float) and isinstance(ort_s, float)
                                    else "") for k, v in report["final"].items()))
-    for name, medians in report["process_medians_s"].items():
-        print(f"  {name}, each set of processes: " + ", ".join(f"{m * 1e3:.2f}" for m in medians) + " ms")
+    print_process_medians(report["process_medians_s"], "  ")
     if args.json:
         write_json(args.json, report)
     return 0

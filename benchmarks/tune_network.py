@@ -71,6 +71,12 @@ def measure(model: Path, networks: dict[str, Path], work: Path, threads: int, re
     return {name: r.get("median_s", r.get("error") or r.get("unavailable")) for name, r in timed.items()}
 
 
+def print_process_medians(medians: dict[str, list[float]], prefix: str = "") -> None:
+    """Each peer's medians of its sets of processes (``measure``'s ``details``), one line per peer."""
+    for name, values in medians.items():
+        print(f"{prefix}{name}, each set of processes: " + ", ".join(f"{m * 1e3:.2f}" for m in values) + " ms")
+
+
 def label(strategy: str, args) -> str:
     """A strategy's name in the report and its log's: ``-cold`` when kernels were timed with cold caches."""
     return f"{strategy}-cold" if args.cold else strategy
@@ -238,8 +244,7 @@ def main() -> int:
         report["final_process_medians_s"] = {}
         report["final"] = measure(model, finals, work, args.threads, args.repeat, args.min_ms, args.final_processes,
                                   report["final_process_medians_s"])
-    for name, medians in report["final_process_medians_s"].items():
-        print(f"final, {name}, each set of processes: " + ", ".join(f"{m * 1e3:.2f}" for m in medians) + " ms")
+    print_process_medians(report["final_process_medians_s"], "final, ")
     text = table(report)
     print()
     print(text)

@@ -202,9 +202,9 @@ def _build_views(key: str, out: Path, target, top: int = 1, threads_list=(1,)) -
         if not found:
             print(f"{key} {view}: no successful record in the log; tune it first")
             continue
+        logged_best, logged_task = min(found, key=lambda f: f[0].cost)  # the view's template of fastest logged best
         for threads in threads_list:
-            rec, task = min(found, key=lambda f: f[0].cost)  # the view's template of fastest logged best
-            index = rec.config_index
+            task, index = logged_task, logged_best.config_index
             if top > 1 and len(found) > 1:
                 entries = fastest_of([(t, r.config_index) for r, t in found], threads)
                 retimed[threads][view] = [

@@ -2,19 +2,13 @@
 PyTorch executor of the graph IR that it times, against the reference interpreter."""
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
-
 
 @pytest.fixture
-def e2e(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    return importlib.import_module("e2e")
+def e2e(script):
+    return script("e2e")
 
 
 def _report():
@@ -89,10 +83,9 @@ def test_the_table_says_how_many_sets_of_processes_timed_it(e2e):
     assert "in each of 3 sets of fresh processes (the median of their medians), each peer in" in e2e.table(report)
 
 
-def test_torch_executor_equals_the_interpreter(monkeypatch):
+def test_torch_executor_equals_the_interpreter(script):
     torch = pytest.importorskip("torch")
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    from torch_graph import GraphModule
+    GraphModule = script("torch_graph").GraphModule
 
     from tensortune.graph import import_onnx, interpret
     from tensortune.graph.passes import fold_constants
