@@ -27,6 +27,19 @@ def trials_to_reach(curve: np.ndarray, level: float) -> int | None:
     return int(hit[0]) + 1 if len(hit) else None
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (a count of rounds or of sets of processes)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON, with a final newline."""
     with open(path, "w") as f:

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common import positive_int
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS = ("resnet18", "mobilenet_v2")
@@ -192,6 +194,9 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1) ->
     load of a shared machine changes under all peers alike. With ``processes`` > 1 this is done again in fresh
     child processes (started in a rotated order) and a peer's figure is the median of its processes' medians: a
     process's memory placement can bias all of its timings (4-10% between processes timing one network here)."""
+    if processes < 1 or repeat < 1:
+        raise ValueError(f"need at least one set of processes and one round; got processes={processes}, "
+                         f"repeat={repeat}")
     runs: dict[str, list[list[float]]] = {name: [] for name in specs}
     status: dict[str, dict] = {}
     for k in range(processes):
@@ -448,8 +453,8 @@ def main() -> int:
     p.add_argument("--tune-dir", default=str(ROOT / "results" / "e2e_logs"), help="folder of --tune's logs")
     p.add_argument("--refine", action="store_true",
                    help="first time each layer's best configs of --log inside each network (appends to the log)")
-    p.add_argument("--repeat", type=int, default=15)
-    p.add_argument("--processes", type=int, default=1,
+    p.add_argument("--repeat", type=positive_int, default=15)
+    p.add_argument("--processes", type=positive_int, default=1,
                    help="time in this many sets of fresh processes, each peer's figure the median of their medians")
     p.add_argument("--min-ms", type=float, default=50.0)
     p.add_argument("--json", help="also write the results as JSON here")

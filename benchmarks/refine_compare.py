@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import write_json
+from common import positive_int, write_json
 from e2e import compile_network, machine
 from tune_network import measure, prepare, print_process_medians
 
@@ -33,9 +33,9 @@ def main() -> int:
     p.add_argument("--model", choices=("resnet18", "mobilenet_v2"), default="resnet18")
     p.add_argument("--logs", nargs="+", required=True, metavar="NAME=LOG")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeat", type=int, default=15, help="rounds of the final timing")
+    p.add_argument("--repeat", type=positive_int, default=15, help="rounds of the final timing")
     p.add_argument("--min-ms", type=float, default=50.0)
-    p.add_argument("--processes", type=int, default=1,
+    p.add_argument("--processes", type=positive_int, default=1,
                    help="time in this many sets of fresh processes (median of their medians)")
     p.add_argument("--as-logged", action="store_true", help="only time the networks as logged; refine nothing")
     p.add_argument("--keep", help="folder for the refined copies of the logs")

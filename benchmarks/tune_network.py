@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import pyplot, write_json
+from common import positive_int, pyplot, write_json
 from e2e import compile_network, machine, time_interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,8 +212,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--checkpoint-repeat", type=int, default=7)
-    p.add_argument("--repeat", type=int, default=15, help="rounds of the final timing")
-    p.add_argument("--final-processes", type=int, default=5,
+    p.add_argument("--repeat", type=positive_int, default=15, help="rounds of the final timing")
+    p.add_argument("--final-processes", type=positive_int, default=5,
                    help="the final timing is done in this many sets of fresh processes (median of their medians)")
     p.add_argument("--min-ms", type=float, default=50.0)
     p.add_argument("--out", default=str(ROOT / "results" / "tune_network"), help="folder of the tuning logs")

@@ -72,8 +72,20 @@ def test_timing_in_several_sets_of_processes_takes_the_median_of_their_medians(e
     assert out["a"]["runs_s"] == [1.0, 1.0, 10.0, 2.0, 2.0, 10.0, 3.0, 3.0, 10.0]
     assert out["b"]["median_s"] == 2.0
     assert out["c"] == {"error": "child failed (exit 1): boom"}
+    with pytest.raises(ValueError, match="processes=0"):
+        e2e.time_interleaved({"a": {"name": "a"}}, repeat=3, processes=0)
     single = e2e.time_interleaved({"a": {"name": "a"}}, repeat=3)
     assert single["a"]["median_s"] == 4.0 and "process_medians_s" not in single["a"]  # the 4th process of "a"
+
+
+def test_counts_of_rounds_and_processes_must_be_positive(script):
+    import argparse
+
+    positive_int = script("common").positive_int
+    assert positive_int("3") == 3
+    for bad in ("0", "-2", "two"):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive integer"):
+            positive_int(bad)
 
 
 def test_the_table_says_how_many_sets_of_processes_timed_it(e2e):
