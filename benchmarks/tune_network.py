@@ -78,8 +78,9 @@ def print_process_medians(medians: dict[str, list[float]], prefix: str = "") -> 
 
 
 def label(strategy: str, args) -> str:
-    """A strategy's name in the report and its log's: ``-cold`` when kernels were timed with cold caches."""
-    return f"{strategy}-cold" if args.cold else strategy
+    """A strategy's name in the report and its log's: ``-cold`` when kernels were timed with cold caches,
+    ``-scratch`` when the tuners started without the shipped cost model."""
+    return strategy + ("-cold" if args.cold else "") + ("-scratch" if args.no_pretrained else "")
 
 
 def cold_measurer(stack: contextlib.ExitStack):
@@ -103,7 +104,7 @@ def tune_strategy(strategy: str, args, model: Path, work: Path, out: Path) -> di
     for checkpoint in sorted(c for c in set(args.checkpoints) | {args.trials} if c <= args.trials):
         start = time.perf_counter()
         result = tune_model(str(model), checkpoint, log, strategy=strategy, tuner=args.tuner, seed=args.seed,
-                            progress=not args.quiet, measure=timed_alone)
+                            progress=not args.quiet, measure=timed_alone, pretrained=not args.no_pretrained)
         curve += [(trials, (tuned_s + seconds) / 60, est) for trials, seconds, est in result.curve]
         if not args.no_refine:  # as tune-model does at its end: counted in the tuning minutes
             from tensortune.network import refine
@@ -222,6 +223,8 @@ def main() -> int:
     p.add_argument("--png")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--cold", action="store_true", help="time each kernel with cold caches (flushed before each call)")
+    p.add_argument("--no-pretrained", action="store_true",
+                   help="the tuners start without the cost model shipped for this ISA (they learn from the run's records)")
     p.add_argument("--no-refine", action="store_true",
                    help="compile each checkpoint's log as tuned, without timing the layers' best configs in the network")
     args = p.parse_args()
@@ -232,7 +235,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     report = {"model": args.model, "trials": args.trials, "tuner": args.tuner, "threads": args.threads,
               "machine": machine(), "isa": Target.host().isa.value, "strategies": {}, "final_repeat": args.repeat,
-              "final_processes": args.final_processes}
+              "final_processes": args.final_processes, "pretrained": not args.no_pretrained}
     with tempfile.TemporaryDirectory(prefix="tt-tune-network-") as tmp:
         work = Path(tmp)
         model = prepare(work, args.model)

@@ -98,6 +98,16 @@ def _network_options(p: argparse.ArgumentParser, target_example: str = "") -> No
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _tuner_options(p: argparse.ArgumentParser, help: str) -> None:
+    """--tuner and --no-pretrained, shared by tune and tune-model."""
+    from .autotvm.tune import TUNERS
+
+    p.add_argument("--tuner", choices=list(TUNERS), default="xgb", help=help)
+    p.add_argument("--no-pretrained", action="store_true",
+                   help="the xgb tuners start without the cost model shipped for the target's ISA (learning only from "
+                        "this run's measurements and --history): to compare, or when the shipped model misleads")
+
+
 def _refine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=_positive, default=3, metavar="K",
                    help="configs per layer timed inside the network: its K fastest alone, the fastest of each "
@@ -109,7 +119,6 @@ def _refine_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from .autotvm.catalog import OPERATORS
-    from .autotvm.tune import TUNERS
 
     p = _Parser(prog="tensortune", description="Tune tensor operators and use the tuning logs.",
                 epilog="Run 'tensortune COMMAND --help' for the options of a command.")
@@ -129,8 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the CPU to tune for, e.g. 'c -isa=neon -cores=2 -arch=aarch64' (default: this machine); "
                         "another architecture is cross-compiled and run under an emulator (qemu): results are "
                         "checked, timings mean nothing")
-    t.add_argument("--tuner", choices=list(TUNERS), default="xgb",
-                   help="search strategy (default: xgb, the learned cost model; random: the model-free baseline)")
+    _tuner_options(t, "search strategy (default: xgb, the learned cost model; random: the model-free baseline)")
     t.add_argument("--trials", type=_positive, default=64, help="trials in total, the log's included (default 64)")
     t.add_argument("--log", required=True, metavar="FILE", help="tuning log (JSON lines); appended to, resumed from")
     t.add_argument("--threads", type=_positive, help="threads of each measured kernel (default: all usable cores)")
@@ -218,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--trials", type=_positive, required=True, help="trials in total, the log's included")
     tm.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to, resumed from)")
     _network_options(tm)
-    tm.add_argument("--tuner", choices=list(TUNERS), default="xgb", help="search strategy of each task (default xgb)")
+    _tuner_options(tm, "search strategy of each task (default xgb)")
     tm.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                     help="how rounds are shared among tasks (default: by expected gain)")
     tm.add_argument("--round-size", type=_positive, default=16, help="trials per round (default 16)")
@@ -330,7 +338,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         with measurer:
             result = tune(task, args.trials, tuner=args.tuner, batch_size=args.batch_size, measure=measurer.measure,
                           log_file=args.log, early_stopping=args.early_stopping, progress=not args.quiet,
-                          seed=args.seed, history=args.history)
+                          seed=args.seed, history=args.history, pretrained=not args.no_pretrained)
     except ModuleNotFoundError as e:
         if e.name is None or e.name.startswith("tensortune"):
             raise
@@ -795,7 +803,8 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
         with Measurer(MeasureOptions(runner=RunOptions(num_threads=args.threads))) as measurer:
             result = TaskScheduler(items, args.trials, tuner=args.tuner, round_size=args.round_size,
                                    log_file=args.log, measure=measurer.measure, strategy=args.strategy,
-                                   seed=args.seed, progress=not args.quiet).run()
+                                   seed=args.seed, progress=not args.quiet,
+                                   pretrained=not args.no_pretrained).run()
     except KeyboardInterrupt:
         _error(f"interrupted; the measured trials are in {args.log}: rerun the same command to resume")
         return EXIT_INTERRUPTED

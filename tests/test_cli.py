@@ -291,6 +291,21 @@ def test_tune_defaults_to_the_xgb_tuner():
     assert args.tuner == "xgb"
 
 
+@pytest.mark.parametrize("flag", [[], ["--no-pretrained"]])
+def test_no_pretrained_keeps_the_shipped_cost_model_out_of_the_xgb_tuner(capsys, tmp_path, monkeypatch, flag):
+    pytest.importorskip("xgboost")
+    from tensortune.autotvm.tuner import xgb
+
+    consulted = []
+    monkeypatch.setattr(xgb, "pretrained_model", lambda target: consulted.append(target))
+    argv = ["tune", "matmul", "--shape", "M=16", "N=16", "K=16", "--trials", "4", "--batch-size", "4", "--quiet",
+            "--seed", "0", "--log", str(tmp_path / "mm.json"), "--json", *flag]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert json.loads(out)["trials"] == 4
+    assert len(consulted) == (0 if flag else 1)
+
+
 def test_only_the_cli_imports_the_benchmarking_package():
     """The compiler and the tuner never depend on the peer libraries' harness."""
     package = Path(cli.__file__).parent

@@ -128,15 +128,20 @@ def _global_models(scheduler: TaskScheduler, monkeypatch) -> list:
     return [dict(seen)[t] for t in (s.task for s in scheduler.items)]
 
 
-def test_model_based_tuners_learn_from_the_other_tasks_where_no_model_is_shipped(tmp_path, monkeypatch):
+@pytest.mark.parametrize("why", ["no model shipped", "pretrained=False"])
+def test_model_based_tuners_learn_from_the_other_tasks_where_no_model_is_shipped(tmp_path, monkeypatch, why):
+    from tensortune.autotvm.pretrained import pretrained_model
     from tensortune.autotvm.tuner import xgb
 
-    monkeypatch.setattr(xgb, "pretrained_model", lambda target: None)  # an ISA with no shipped model
+    shipped = pretrained_model(AVX2)
+    if why == "no model shipped":
+        monkeypatch.setattr(xgb, "pretrained_model", lambda target: None)  # an ISA with no shipped model
     scheduler = TaskScheduler([STEEP, STEEP2], 96, tuner="xgb", round_size=16, measure=FakeMeasure(),
-                              log_file=tmp_path / "net.jsonl", seed=0, progress=False)
+                              log_file=tmp_path / "net.jsonl", seed=0, progress=False,
+                              pretrained=why == "no model shipped")
     first, second = _global_models(scheduler, monkeypatch)
-    assert second is not None  # learned from the first task's records
-    assert first is not None  # and the first from the second's, once it had some
+    assert second is not None and second is not shipped  # learned from the first task's records
+    assert first is not None and first is not shipped  # and the first from the second's, once it had some
 
 
 def test_a_shipped_model_is_kept_rather_than_one_learned_from_the_other_tasks(tmp_path, monkeypatch):

@@ -136,14 +136,15 @@ class TaskScheduler:
 
     ``round_size`` trials make one round (one measured batch). ``alpha`` weighs the backward gradient
     against the forward estimate; ``window`` is how many rounds back the backward gradient looks;
-    ``epsilon`` is the share of rounds given to a random unfinished task.
+    ``epsilon`` is the share of rounds given to a random unfinished task. ``pretrained=False``: the tuners start
+    without the cost model shipped for the target's ISA, and learn from the other tasks' records instead.
     """
 
     def __init__(self, tasks: Sequence[WeightedTask | Task], n_trial: int, tuner: str = "xgb",
                  round_size: int = 16, log_file: str | os.PathLike | None = None, measure: MeasureFn | None = None,
                  strategy: Strategy | str = Strategy.GRADIENT, early_stopping: int | None = None,
                  seed: int | None = None, alpha: float = 0.2, window: int = 3, epsilon: float = 0.05,
-                 history: Sequence[Record] = (), progress: bool = True):
+                 history: Sequence[Record] = (), progress: bool = True, pretrained: bool = True):
         items = [t if isinstance(t, WeightedTask) else WeightedTask(t) for t in tasks]
         if not items:
             raise TuneError("a network with no tasks has nothing to tune")
@@ -162,6 +163,7 @@ class TaskScheduler:
         self.alpha, self.window, self.epsilon = alpha, window, epsilon
         self.rng = random.Random(seed)
         self.history = list(history)
+        self.pretrained = pretrained
         self._feature_pool: ProcessPoolExecutor | None = None
 
     # ------------------------------------------------------------------ running
@@ -212,7 +214,7 @@ class TaskScheduler:
         """Task ``i``'s tuner and run state, resumed from the log."""
         item = self.items[i]
         tuner = make_tuner(self.tuner_name, item.task, None if self.seed is None else self.seed + i,
-                           feature_pool=self._feature_pool)
+                           feature_pool=self._feature_pool, pretrained=self.pretrained)
         stack.callback(tuner.close)
         run = TuningRun(item.task, tuner, self.n_trial, self.log_file, self.early_stopping)
         run.resume()

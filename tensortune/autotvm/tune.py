@@ -73,10 +73,13 @@ class TuneResult:
 
 
 def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None,
-               history: Sequence[Record] | None = None, feature_pool: ProcessPoolExecutor | None = None) -> Tuner:
+               history: Sequence[Record] | None = None, feature_pool: ProcessPoolExecutor | None = None,
+               pretrained: bool = True) -> Tuner:
     """A tuner by name (``random``, ``grid``, ``ga``, ``xgb``, ``xgb-reg``), or the given instance
     (which must be for ``task``). ``history`` (records of other workloads) goes to model-based tuners, and so
-    does ``feature_pool`` (worker processes for their features, shared by the tuners of many tasks)."""
+    does ``feature_pool`` (worker processes for their features, shared by the tuners of many tasks).
+    ``pretrained=False``: a model-based tuner does not use the cost model shipped for the target's ISA (it starts
+    from its own measurements, or ``history``); the other tuners have no model."""
     if isinstance(tuner, Tuner):
         if tuner.task.workload_key != task.workload_key:
             raise TuneError(f"the tuner was made for {tuner.task} but tune() was called for {task}")
@@ -88,7 +91,7 @@ def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None,
         if history is not None:
             raise TuneError(f"tuner '{tuner}' cannot learn from history; use xgb or xgb-reg")
         return cls(task, seed=seed)
-    return cls(task, seed=seed, history=history, feature_pool=feature_pool)
+    return cls(task, seed=seed, history=history, feature_pool=feature_pool, pretrained=pretrained)
 
 
 def _gflops(task: Task, res: MeasureResult) -> float:
@@ -109,7 +112,7 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int |
          measure: MeasureFn | None = None, log_file: str | os.PathLike | None = None,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (), progress: bool = True,
          seed: int | None = None, history: str | os.PathLike | Sequence[Record] | None = None,
-         cluster: str | Client | None = None) -> TuneResult:
+         cluster: str | Client | None = None, pretrained: bool = True) -> TuneResult:
     """Tune ``task`` until ``n_trial`` configs are measured in total (the log's included).
 
     ``tuner``: ``xgb`` (the learned cost model steering simulated annealing; the default), ``random`` (the
@@ -118,6 +121,7 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int |
     improvement. Failed candidates are recorded with their error kind and tuning goes on. On Ctrl-C the
     progress display is closed and ``KeyboardInterrupt`` re-raised; every finished batch is in the log.
     ``history``: a log (or records) of other workloads that a model-based tuner transfers from.
+    ``pretrained=False``: a model-based tuner starts without the cost model shipped for the target's ISA.
     ``cluster``: a Dask scheduler's address (``tcp://HOST:PORT``) or a ``distributed.Client``: measure on the
     cluster's workers (a ``ClusterMeasurer``) instead of this machine; not together with ``measure``.
     ``batch_size``: configs measured per batch; by default 16, and on a cluster at least 4 per device of the
@@ -129,7 +133,7 @@ def tune(task: Task, n_trial: int, tuner: str | Tuner = "xgb", batch_size: int |
         raise TuneError("give measure= or cluster=, not both (a ClusterMeasurer is a measure function)")
     if history is not None and not isinstance(history, (list, tuple)):
         history = load_records(history)
-    the_tuner = make_tuner(tuner, task, seed, history)
+    the_tuner = make_tuner(tuner, task, seed, history, pretrained=pretrained)
     with contextlib.ExitStack() as stack:
         stack.callback(the_tuner.close)
         run = TuningRun(task, the_tuner, n_trial, log_file, early_stopping)
