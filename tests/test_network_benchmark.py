@@ -109,3 +109,52 @@ def test_torch_executor_equals_the_interpreter(script):
         got = GraphModule(g)(torch.from_numpy(x)).numpy()
     expected = interpret(g, {"input": x})[g.outputs[0]]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+
+
+def test_refine_compare_times_the_logs_as_logged_or_refined_again_on_copies(script, monkeypatch, tmp_path):
+    """``refine_compare.py`` with fakes for compiling, refining and timing: ``--as-logged`` refines nothing and
+    times each log's network as logged; otherwise each log is refined on a copy (the log itself is untouched) and
+    both networks of each log are timed in turns, in ``--processes`` sets."""
+    import json
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import tensortune.network
+
+    rc = script("refine_compare")
+    logs = {name: tmp_path / f"{name}.jsonl" for name in ("gradient", "round-robin")}
+    for log in logs.values():
+        log.write_text('{"a": "record"}\n')
+    compiled, refined, timed = {}, [], []
+
+    def fake_refine(model, log, **kw):
+        refined.append(Path(log))
+        Path(log).write_text(Path(log).read_text() + '{"a": "refinement"}\n')
+        return SimpleNamespace(layers=[1, 2], check={"refined": 0.01})
+
+    def fake_measure(model, networks, work, threads, repeat, min_ms, processes=1, details=None):
+        timed.append((sorted(networks), processes))
+        details.update({name: [0.01] * processes for name in networks})
+        return {**{name: 0.01 for name in networks}, "onnxruntime": 0.02}
+
+    monkeypatch.setattr(rc, "prepare", lambda work, model: work / "model.onnx")
+    monkeypatch.setattr(rc, "compile_network", lambda model, out, cache, log: compiled.update({out.name: log}))
+    monkeypatch.setattr(rc, "measure", fake_measure)
+    monkeypatch.setattr(tensortune.network, "refine", fake_refine)
+    argv = ["refine_compare.py", "--logs", *(f"{k}={v}" for k, v in logs.items()), "--processes", "3"]
+
+    monkeypatch.setattr(sys, "argv", [*argv, "--as-logged", "--json", str(tmp_path / "as_logged.json")])
+    assert rc.main() == 0
+    assert refined == [] and timed == [(["gradient (as logged)", "round-robin (as logged)"], 3)]
+    assert compiled == {"gradient-before.tt": str(logs["gradient"]), "round-robin-before.tt": str(logs["round-robin"])}
+    report = json.loads((tmp_path / "as_logged.json").read_text())
+    assert report["process_medians_s"]["gradient (as logged)"] == [0.01] * 3 and report["refined"] == {}
+
+    timed.clear()
+    monkeypatch.setattr(sys, "argv", argv)
+    assert rc.main() == 0
+    assert [p.name for p in refined] == ["gradient.jsonl", "round-robin.jsonl"]
+    assert all(p.parent != tmp_path for p in refined)  # copies, in the benchmark's temporary folder
+    assert all(log.read_text() == '{"a": "record"}\n' for log in logs.values())
+    assert timed == [(["gradient", "gradient (as logged)", "round-robin", "round-robin (as logged)"], 3)]
