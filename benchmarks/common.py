@@ -27,6 +27,17 @@ def trials_to_reach(curve: np.ndarray, level: float) -> int | None:
     return int(hit[0]) + 1 if len(hit) else None
 
 
+def save_zoo_model(work: Path, name: str) -> Path:
+    """The zoo network ``name`` (batch 1, 224x224) saved as ``work/NAME.onnx``; returns the path."""
+    import onnx
+
+    from tensortune.network import zoo
+
+    model = work / f"{name}.onnx"
+    onnx.save(zoo.MODELS[name](batch=1, image=224), model)
+    return model
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer of at least 1 (a count of rounds or of sets of processes)."""
     import argparse

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import positive_int
+from common import positive_int, save_zoo_model
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -312,16 +312,10 @@ def alone_log(log: str, path: Path) -> str | None:
 
 def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dict | None = None,
         tune_dir: Path | None = None, refine: bool = False, processes: int = 1) -> dict:
-    import onnx
-
-    from tensortune.network import zoo
-
     report = {"machine": machine(), "repeat": repeat, "processes": processes, "min_repeat_ms": min_ms, "log": log,
               "models": {}}
     for name in models:
-        m = zoo.MODELS[name](batch=1, image=224)
-        model = work / f"{name}.onnx"
-        onnx.save(m, model)
+        model = save_zoo_model(work, name)
         tuning = None
         if tune_trials and name in tune_trials:
             tuning = tune(model, tune_trials[name], tune_dir / f"{name}.jsonl")

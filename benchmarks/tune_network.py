@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import positive_int, pyplot, write_json
+from common import positive_int, pyplot, save_zoo_model, write_json
 from e2e import compile_network, machine, time_interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,13 +45,9 @@ def timing_spec(model: Path, network: Path | None, work: Path, threads: int, min
 def prepare(work: Path, name: str) -> Path:
     """The zoo network ``name`` (batch 1, 224x224) saved as ONNX in ``work``, with the input and onnxruntime's
     output that the timing children check against (``timing_spec``); returns the model's path."""
-    import onnx
     import onnxruntime as ort
 
-    from tensortune.network import zoo
-
-    model = work / f"{name}.onnx"
-    onnx.save(zoo.MODELS[name](batch=1, image=224), model)
+    model = save_zoo_model(work, name)
     x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
     np.save(work / "input.npy", x)
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
@@ -224,7 +220,8 @@ def main() -> int:
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--cold", action="store_true", help="time each kernel with cold caches (flushed before each call)")
     p.add_argument("--no-pretrained", action="store_true",
-                   help="the tuners start without the cost model shipped for this ISA (they learn from the run's records)")
+                   help="the tuners start without the cost model shipped for this ISA (they learn from the run's "
+                        "records)")
     p.add_argument("--no-refine", action="store_true",
                    help="compile each checkpoint's log as tuned, without timing the layers' best configs in the network")
     args = p.parse_args()

@@ -1,5 +1,7 @@
-"""``benchmarks/e2e.py`` without timing anything: its table and BENCHMARKS.md section from a fake report, and the
-PyTorch executor of the graph IR that it times, against the reference interpreter."""
+"""The whole-network benchmark scripts without timing anything: ``e2e.py``'s table and BENCHMARKS.md section from a
+fake report, its timing in sets of processes with fake children, the PyTorch executor of the graph IR that it times
+against the reference interpreter; ``refine_compare.py`` with fakes for compiling, refining and timing; and how
+``layers_vs_onnxruntime.py`` maps onnxruntime's nodes back to the graph's layers."""
 from __future__ import annotations
 
 import numpy as np
@@ -158,3 +160,38 @@ def test_refine_compare_times_the_logs_as_logged_or_refined_again_on_copies(scri
     assert all(p.parent != tmp_path for p in refined)  # copies, in the benchmark's temporary folder
     assert all(log.read_text() == '{"a": "record"}\n' for log in logs.values())
     assert timed == [(["gradient", "gradient (as logged)", "round-robin", "round-robin (as logged)"], 3)]
+    assert compiled["gradient.tt"] == str(refined[0]) and compiled["round-robin.tt"] == str(refined[1])
+
+
+def test_onnxruntime_nodes_are_mapped_back_to_the_layer_they_compute(script):
+    """onnxruntime's fused nodes are named after the last operator of the fusion (``_nchwc`` added in its blocked
+    layout): each is mapped up the chain of first inputs to its convolution, matrix product or pooling node; its
+    own copies (``ReorderOutput``) to none. The layers tensortune times get onnxruntime's time beside theirs."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    lvo = script("layers_vs_onnxruntime")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["conv_1"], name="conv_1_node"),
+             helper.make_node("BatchNormalization", ["conv_1", "s", "b", "m", "v"], ["bn_2"], name="bn_2_node"),
+             helper.make_node("Clip", ["bn_2", "lo", "hi"], ["relu6_3"], name="relu6_3_node"),
+             helper.make_node("Conv", ["relu6_3", "w2"], ["conv_4"], name="conv_4_node"),
+             helper.make_node("Add", ["conv_4", "relu6_3"], ["add_5"], name="add_5_node"),
+             helper.make_node("GlobalAveragePool", ["add_5"], ["gap_6"], name="gap_6_node")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("gap_6", TensorProto.FLOAT, [1, 3, 1, 1])])
+    layer_of = lvo.Layers(graph).layer_of
+    assert layer_of("relu6_3_nchwc") == "conv_1_node"  # Conv + BN + Clip, blocked
+    assert layer_of("bn_2") == "conv_1_node"
+    assert layer_of("add_5_nchwc") == "conv_4_node"  # Conv + residual Add
+    assert layer_of("relu6_3_nchwc_token_2") == "conv_1_node"  # a name onnxruntime made unique
+    assert layer_of("conv_4_node") == "conv_4_node"
+    assert layer_of("gap_6_node") == "gap_6_node"
+    assert layer_of("ReorderOutput") is None
+    calls = [{"node": "relayout_input", "kind": "copy", "kernel": "-", "seconds": 2e-6},
+             {"node": "conv_1_node", "kind": "conv2d", "kernel": "default", "seconds": 5e-6},
+             {"node": "conv_4_node", "kind": "conv2d", "kernel": "default", "seconds": 7e-6}]
+    rows, unmapped = lvo.compare(graph, calls, {"relu6_3_nchwc": 6e-6, "add_5_nchwc": 3e-6, "ReorderOutput": 1e-6,
+                                                "gap_6_node": 4e-6})
+    assert [(r["node"], r["onnxruntime_s"]) for r in rows] == [("relayout_input", None), ("conv_1_node", 6e-6),
+                                                               ("conv_4_node", 3e-6)]
+    assert unmapped == {"ReorderOutput": 1e-6, "gap_6_node": 4e-6}  # tensortune ran no call of its own for the pool
