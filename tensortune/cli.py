@@ -104,8 +104,8 @@ def _tuner_options(p: argparse.ArgumentParser, help: str) -> None:
 
     p.add_argument("--tuner", choices=list(TUNERS), default="xgb", help=help)
     p.add_argument("--no-pretrained", action="store_true",
-                   help="the xgb tuners start without the cost model shipped for the target's ISA (learning only from "
-                        "this run's measurements and --history): to compare, or when the shipped model misleads")
+                   help="the xgb tuners start without the cost model shipped for the target's ISA and learn from "
+                        "measurements alone: to compare, or when the shipped model misleads")
 
 
 def _refine_options(p: argparse.ArgumentParser) -> None:

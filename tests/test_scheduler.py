@@ -129,11 +129,12 @@ def _global_models(scheduler: TaskScheduler, monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("why", ["no model shipped", "pretrained=False"])
-def test_model_based_tuners_learn_from_the_other_tasks_where_no_model_is_shipped(tmp_path, monkeypatch, why):
+def test_model_based_tuners_learn_from_the_other_tasks_without_a_shipped_model(tmp_path, monkeypatch, why):
     from tensortune.autotvm.pretrained import pretrained_model
     from tensortune.autotvm.tuner import xgb
 
     shipped = pretrained_model(AVX2)
+    assert shipped is not None  # (so that "is not shipped" below says something)
     if why == "no model shipped":
         monkeypatch.setattr(xgb, "pretrained_model", lambda target: None)  # an ISA with no shipped model
     scheduler = TaskScheduler([STEEP, STEEP2], 96, tuner="xgb", round_size=16, measure=FakeMeasure(),

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import numpy as np
 import pytest
 
 import tensortune.network as nw
@@ -92,6 +91,25 @@ def test_tune_model_on_the_command_line_resumes(resnet, tmp_path, capsys):
     assert third["refine"]["skipped"] and len(load_records(log, in_network=True)) == lines
     assert main([*args[:3], "24", *args[4:], "--no-refine"]) == 0
     assert json.loads(capsys.readouterr().out)["refine"] is None
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-pretrained"]])
+def test_tune_model_no_pretrained_reaches_the_scheduler(resnet, tmp_path, capsys, monkeypatch, flag):
+    from tensortune.autotvm.scheduler import TaskScheduler
+
+    model = tmp_path / "resnet.onnx"
+    model.write_bytes(resnet.SerializeToString())
+    seen = []
+    original = TaskScheduler.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("pretrained", True))
+        original(self, *args, **kwargs)
+    monkeypatch.setattr(TaskScheduler, "__init__", spy)
+    # 12 trials: the layers' untuned kernels only (one config each), nothing for a model to rank
+    assert main(["tune-model", str(model), "--trials", "12", "--log", str(tmp_path / "net.jsonl"), "--quiet",
+                 "--no-refine", *flag]) == 0
+    assert seen == [not flag]
 
 
 def test_tune_model_errors_are_one_line(tmp_path, capsys):

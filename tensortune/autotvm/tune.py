@@ -79,7 +79,8 @@ def make_tuner(tuner: str | Tuner, task: Task, seed: int | None = None,
     (which must be for ``task``). ``history`` (records of other workloads) goes to model-based tuners, and so
     does ``feature_pool`` (worker processes for their features, shared by the tuners of many tasks).
     ``pretrained=False``: a model-based tuner does not use the cost model shipped for the target's ISA (it starts
-    from its own measurements, or ``history``); the other tuners have no model."""
+    from its own measurements, or ``history``); the other tuners have no model. A given instance is returned as
+    it is (``pretrained`` does not apply)."""
     if isinstance(tuner, Tuner):
         if tuner.task.workload_key != task.workload_key:
             raise TuneError(f"the tuner was made for {tuner.task} but tune() was called for {task}")

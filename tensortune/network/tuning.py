@@ -36,7 +36,8 @@ def tune_model(model, n_trial: int, log_file: str | os.PathLike, target: Target 
                shapes: Mapping[str, Sequence[int]] | None = None, **options) -> NetworkTuneResult:
     """Tune every task of ``model`` within ``n_trial`` trials in total (the log's included: a rerun resumes).
 
-    ``options`` go to ``TaskScheduler`` (``tuner``, ``round_size``, ``strategy``, ``measure``, ``seed``...).
+    ``options`` go to ``TaskScheduler`` (``tuner``, ``round_size``, ``strategy``, ``measure``, ``seed``,
+    ``pretrained``...).
     """
     target = target or Target.host()
     items = weighted_tasks(network_tasks(model, target, shapes))
