@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tensortune.cli import positive_int  # noqa: F401  (the CLI's argparse type, for the scripts' counts)
+
 
 def best_curve(log: Path, task, trials: int | None = None) -> np.ndarray:
     """Best GFLOP/s after each of the first ``trials`` records of ``task`` in the log (failures count as 0)."""
@@ -36,19 +38,6 @@ def save_zoo_model(work: Path, name: str) -> Path:
     model = work / f"{name}.onnx"
     onnx.save(zoo.MODELS[name](batch=1, image=224), model)
     return model
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1 (a count of rounds or of sets of processes)."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def write_json(path: str | Path, obj: Any) -> None:

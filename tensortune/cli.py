@@ -52,7 +52,8 @@ class _Parser(argparse.ArgumentParser):
 
 # ------------------------------------------------------------------------------------------- arguments
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (also used by the benchmark scripts)."""
     try:
         value = int(text)
     except ValueError:
@@ -109,11 +110,11 @@ def _tuner_options(p: argparse.ArgumentParser, help: str) -> None:
 
 
 def _refine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--top", type=_positive, default=3, metavar="K",
+    p.add_argument("--top", type=positive_int, default=3, metavar="K",
                    help="configs per layer timed inside the network: its K fastest alone, the fastest of each "
                         "other template and kind of config (thread split, Winograd tile size), its untuned kernel "
                         "(default 3)")
-    p.add_argument("--rounds", type=_positive, default=15, metavar="N",
+    p.add_argument("--rounds", type=positive_int, default=15, metavar="N",
                    help="profiles of each candidate network, in turn; each layer keeps its median (default 15)")
 
 
@@ -139,12 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "another architecture is cross-compiled and run under an emulator (qemu): results are "
                         "checked, timings mean nothing")
     _tuner_options(t, "search strategy (default: xgb, the learned cost model; random: the model-free baseline)")
-    t.add_argument("--trials", type=_positive, default=64, help="trials in total, the log's included (default 64)")
+    t.add_argument("--trials", type=positive_int, default=64, help="trials in total, the log's included (default 64)")
     t.add_argument("--log", required=True, metavar="FILE", help="tuning log (JSON lines); appended to, resumed from")
-    t.add_argument("--threads", type=_positive, help="threads of each measured kernel (default: all usable cores)")
-    t.add_argument("--batch-size", type=_positive, help="configs measured per batch (default 16; on a cluster at least "
-                   "4 per device)")
-    t.add_argument("--early-stopping", type=_positive, metavar="N", help="stop after N trials without improvement")
+    t.add_argument("--threads", type=positive_int, help="threads of each measured kernel (default: all usable cores)")
+    t.add_argument("--batch-size", type=positive_int,
+                   help="configs measured per batch (default 16; on a cluster at least 4 per device)")
+    t.add_argument("--early-stopping", type=positive_int, metavar="N", help="stop after N trials without improvement")
     t.add_argument("--seed", type=int, help="seed of the tuner's random choices")
     t.add_argument("--history", metavar="FILE", help="log of other workloads for the xgb tuners to transfer from")
     t.add_argument("--cluster", metavar="tcp://HOST:PORT",
@@ -173,12 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "turns, so that a slow spell of a shared machine falls on all alike.")
     n.add_argument("log", metavar="FILE")
     n.add_argument("--workload", metavar="KEY", help="only this workload (resnet18:C6, a task or a workload key)")
-    n.add_argument("--threads", type=_positive, help="threads for every kernel (default: all usable cores)")
-    n.add_argument("--repeat", type=_positive, default=5, help="timed repeats per round (default 5)")
-    n.add_argument("--rounds", type=_positive, default=3,
+    n.add_argument("--threads", type=positive_int, help="threads for every kernel (default: all usable cores)")
+    n.add_argument("--repeat", type=positive_int, default=5, help="timed repeats per round (default 5)")
+    n.add_argument("--rounds", type=positive_int, default=3,
                    help="rounds, ours and the peers timed in turns; medians over the rounds are reported, each "
                         "speedup the median of the speedups within a round (default 3)")
-    n.add_argument("--top", type=_positive, default=3, metavar="K",
+    n.add_argument("--top", type=positive_int, default=3, metavar="K",
                    help="time the K fastest configs of each workload in the log again and bench the fastest of them "
                         "(the tuner's best is the luckiest of many short measurements; default 3; 1: the logged "
                         "best)")
@@ -212,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", nargs="+", required=True, metavar="[NAME=]FILE.npy",
                    help="input arrays (.npy); NAME= is needed only for networks of several inputs")
     r.add_argument("--output", metavar="FILE", help="write the output (.npy; .npz for several outputs)")
-    r.add_argument("--threads", type=_positive, help="threads (default: all usable cores)")
+    r.add_argument("--threads", type=positive_int, help="threads (default: all usable cores)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
 
     tm = sub.add_parser("tune-model", help="tune every task of an ONNX network within one trial budget",
@@ -223,14 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the compiled network ('tensortune refine'), and 'tensortune compile MODEL --log "
                                     "LOG' runs each layer's fastest there.")
     tm.add_argument("model", metavar="MODEL.onnx")
-    tm.add_argument("--trials", type=_positive, required=True, help="trials in total, the log's included")
+    tm.add_argument("--trials", type=positive_int, required=True, help="trials in total, the log's included")
     tm.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to, resumed from)")
     _network_options(tm)
     _tuner_options(tm, "search strategy of each task (default xgb)")
     tm.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                     help="how rounds are shared among tasks (default: by expected gain)")
-    tm.add_argument("--round-size", type=_positive, default=16, help="trials per round (default 16)")
-    tm.add_argument("--threads", type=_positive, help="threads of each measured kernel (default: all usable cores)")
+    tm.add_argument("--round-size", type=positive_int, default=16, help="trials per round (default 16)")
+    tm.add_argument("--threads", type=positive_int, help="threads of each measured kernel (default: all usable cores)")
     tm.add_argument("--seed", type=int, help="seed of the tuners' random choices")
     tm.add_argument("--curve", metavar="FILE.json", help="write the estimated latency after each round")
     tm.add_argument("--quiet", action="store_true", help="no progress display")
@@ -250,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     rf.add_argument("model", metavar="MODEL.onnx")
     rf.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to)")
     _network_options(rf)
-    rf.add_argument("--threads", type=_positive, help="threads of the network (default: all usable cores)")
+    rf.add_argument("--threads", type=positive_int, help="threads of the network (default: all usable cores)")
     _refine_options(rf)
 
     pf = sub.add_parser("profile", help="time each kernel call of a compiled network, beside its time alone",
@@ -263,10 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("model", metavar="MODEL.onnx")
     pf.add_argument("--log", metavar="FILE", help="tuning log the network is compiled with (default: untuned)")
     _network_options(pf)
-    pf.add_argument("--threads", type=_positive, help="threads of the network (default: all usable cores)")
-    pf.add_argument("--rounds", type=_positive, default=5, help="profiles; each call keeps its median (default 5)")
-    pf.add_argument("--repeat", type=_positive, default=10, help="runs per profile (default 10)")
-    pf.add_argument("--top", type=_positive, metavar="N", help="list only the N slowest calls")
+    pf.add_argument("--threads", type=positive_int, help="threads of the network (default: all usable cores)")
+    pf.add_argument("--rounds", type=positive_int, default=5, help="profiles; each call keeps its median (default 5)")
+    pf.add_argument("--repeat", type=positive_int, default=10, help="runs per profile (default 10)")
+    pf.add_argument("--top", type=positive_int, metavar="N", help="list only the N slowest calls")
 
     k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
                        description="List the convolution and dense workloads of an ONNX network after graph "
