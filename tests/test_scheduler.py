@@ -14,6 +14,7 @@ from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import TEMPLATES
 from tensortune.autotvm.templates.matmul import matmul_template
 from tensortune.autotvm.tune import TuneError
+from tensortune.graph.tasks import default_task
 from tensortune.target import Target
 
 AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
@@ -70,6 +71,21 @@ def test_a_task_that_runs_more_often_gets_more_trials():
     assert heavy > light and light >= 16
     assert result.estimated_latency == pytest.approx(sum(w.weight * lat for w, lat in zip(result.tasks,
                                                                                         result.best_latency)))
+
+
+def test_first_rounds_are_sized_by_the_layers_share_of_the_untuned_network():
+    """Each layer's untuned kernel measured first (all 10 GFLOP/s on the fake landscape), weight x latency is 72,
+    36 and 1 units: the first rounds take 16, 8 and (at least a quarter round) 4 trials; the equal split takes 16
+    each."""
+    layers = [((1, 16, 8, 8, 64, 3, 1, 1), 2), ((1, 16, 8, 8, 32, 3, 1, 1), 2), ((1, 16, 8, 8, 16, 1, 1, 0), 1)]
+    direct = [WeightedTask(Task(TEMPLATES["conv2d_nchwc_packed"], args, AVX2), w, str(args)) for args, w in layers]
+    tasks = [WeightedTask(default_task(t.task), t.weight, t.group) for t in direct] + direct
+    result = tune_network(tasks, 3 + 16 + 8 + 4, tuner="random", round_size=16, measure=FakeMeasure(), seed=0,
+                          progress=False)
+    assert result.trials == [1, 1, 1, 16, 8, 4]
+    even = tune_network(tasks, 3 + 48, tuner="random", round_size=16, measure=FakeMeasure(), seed=0,
+                        strategy=Strategy.ROUND_ROBIN, progress=False)
+    assert even.trials == [1, 1, 1, 16, 16, 16]
 
 
 def test_round_robin_splits_the_budget_evenly():
