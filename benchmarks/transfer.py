@@ -2,9 +2,12 @@
 
 Tunes ResNet-18 C1..C12 in order with the ``xgb`` tuner twice: without history, and with the
 records of all earlier workloads' transfer runs as ``history`` (a global model on
-structure-invariant features seeds the cost model). For each workload it reports the trials each
-run needs to reach 90% of the no-transfer run's final best, and the ratio. Logs live under
-``--out`` (one folder per seed); running again resumes.
+structure-invariant features seeds the cost model). Both runs start without the cost model shipped
+for the ISA (``pretrained=False``): the runs without history are a cold start, and the transfer runs
+learn from this sequence's records alone (``pretrain.py --evaluate`` compares the shipped model on
+held-out workloads). For each workload it reports the trials each run needs to reach 90% of the
+no-transfer run's final best, and the ratio. Logs live under ``--out`` (one folder per seed); running
+again resumes.
 
     python benchmarks/transfer.py [--trials 200] [--seeds 3] [--json PATH]
     python benchmarks/transfer.py --quick        # C1..C4, 64 trials each
@@ -58,11 +61,11 @@ def run_seed(names, trials, out: Path, seed: int, batch_size: int, measure) -> l
         task = task_from_workload(f"resnet18:{name}")
         plain = out / "plain" / f"{name}.json"
         tune(task, trials, tuner="xgb", batch_size=batch_size, measure=measure, log_file=plain,
-             progress=False, seed=seed)
+             progress=False, seed=seed, pretrained=False)
         history = [r for prev in names[:k] for r in load_records(out / "transfer" / f"{prev}.json")]
         transfer = out / "transfer" / f"{name}.json"
         tune(task, trials, tuner="xgb", batch_size=batch_size, measure=measure, log_file=transfer,
-             progress=False, seed=seed, history=history or None)
+             progress=False, seed=seed, history=history or None, pretrained=False)
         cp, ct = best_curve(plain, task), best_curve(transfer, task)
         level = 0.9 * cp[-1]
         row = {"workload": name, "seed": seed, "history_records": len(history),

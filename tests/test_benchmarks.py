@@ -348,3 +348,28 @@ def test_peers_on_a_narrower_target_are_capped_and_onnxruntime_is_marked_uncappe
     assert seen["env"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"  # torch.matmul runs MKL
     assert out["numpy"]["capped"].startswith("OPENBLAS_CORETYPE=Haswell") and "capped" not in out["onnxruntime"]
     assert "uncapped" in out["onnxruntime"]
+
+
+def test_transfer_runs_start_without_the_shipped_model_and_learn_from_the_earlier_transfer_logs(script, monkeypatch,
+                                                                                                 tmp_path):
+    """Both runs of each workload are cold starts (``pretrained=False``); the transfer run of the second workload
+    gets the first's transfer records as history; trials to 90% come from the logs."""
+    import tensortune.autotvm.tune as tune_module
+
+    transfer = script("transfer")
+    real, calls = tune_module.tune, []
+
+    def spy(task, n_trial, **kw):
+        calls.append((task.workload_key, kw["log_file"].parent.name, kw["pretrained"], len(kw.get("history") or [])))
+        return real(task, n_trial, **{**kw, "tuner": "random", "history": None})
+
+    def measure(inputs):  # GFLOP/s rising with the config's index: the later configs are faster
+        return [MeasureResult((inp.task.flops / ((1 + inp.config_index % 97) * 1e9),), ErrorKind.NONE, "", 0.0)
+                for inp in inputs]
+
+    monkeypatch.setattr(tune_module, "tune", spy)
+    rows = transfer.run_seed(["C1", "C2"], 8, tmp_path, 0, 4, measure)
+    assert [(c[1], c[2], c[3]) for c in calls] == [("plain", False, 0), ("transfer", False, 0),
+                                                   ("plain", False, 0), ("transfer", False, 8)]
+    assert [r["history_records"] for r in rows] == [0, 8]
+    assert all(r["plain_trials_to_90"] is not None and 1 <= r["plain_trials_to_90"] <= 8 for r in rows)
