@@ -100,7 +100,7 @@ class _TaskState:
     tuner: Tuner
     curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best latency s) after each round
     history_size: int = 0  # other tasks' records its tuner learned from
-    first_round: int | None = None  # trials of its first round, once sized (see TaskScheduler.first_round)
+    first_round: int | None = None  # trials of its first round, once sized (see TaskScheduler._first_round)
 
     @property
     def stale_rounds(self) -> int:
@@ -262,8 +262,8 @@ class TaskScheduler:
     def _first_round(self, state: _TaskState, states: list[_TaskState]) -> int:
         """Trials of ``state``'s first round, sized when it starts (a task resumed past its first trials has had
         it): ``round_size`` for the group of the largest weight x latency (each group's first latency measured:
-        in a network, its untuned kernel's), in proportion below it, at least a quarter round; a full round while
-        its group has no success (see the module docstring)."""
+        in a network, its untuned kernel's; after a resume, its best so far), in proportion below it, at least a
+        quarter round; a full round while its group has no success (see the module docstring)."""
         if state.first_round is None:
             if state.run.done:
                 return 0
