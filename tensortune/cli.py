@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     _tuner_options(tm, "search strategy of each task (default xgb)")
     tm.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                     help="how rounds are shared among tasks (default: by expected gain)")
-    tm.add_argument("--round-size", type=positive_int, default=16, help="trials per round (default 16); with 'gradient' a layer's first round is smaller in "
+    tm.add_argument("--round-size", type=positive_int, default=16,
+                    help="trials per round (default 16); with 'gradient' a layer's first round is smaller in "
                          "proportion to its share of the untuned network's latency, at least a quarter round")
     tm.add_argument("--threads", type=positive_int, help="threads of each measured kernel (default: all usable cores)")
     tm.add_argument("--seed", type=int, help="seed of the tuners' random choices")

@@ -255,9 +255,8 @@ class TaskScheduler:
 
     def _round_trials(self, state: _TaskState, states: list[_TaskState]) -> int:
         """Trials of ``state``'s next round: the rest of its first round while that is unfinished."""
-        if self.strategy is Strategy.GRADIENT and state.run.done < self._first_round(state, states):
-            return self._first_round(state, states) - state.run.done
-        return self.round_size
+        first = self._first_round(state, states) if self.strategy is Strategy.GRADIENT else 0
+        return first - state.run.done if state.run.done < first else self.round_size
 
     def _first_round(self, state: _TaskState, states: list[_TaskState]) -> int:
         """Trials of ``state``'s first round, sized when it starts (a task resumed past its first trials has had
