@@ -232,8 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how rounds are shared among tasks (default: by expected gain)")
     tm.add_argument("--round-size", type=positive_int, default=16,
                     help="trials per round (default 16); with 'gradient' a layer's first round is smaller in "
-                         "proportion to its share of the untuned network's latency, at least a quarter round")
+                         "proportion to its share of the untuned network's latency, at least half a round")
     tm.add_argument("--threads", type=positive_int, help="threads of each measured kernel (default: all usable cores)")
+    tm.add_argument("--warm-input", action="store_true",
+                    help="time each kernel on an input it only reads (default: the kernel's threads rewrite its "
+                         "input before each call, as the previous layer leaves it inside the network)")
     tm.add_argument("--seed", type=int, help="seed of the tuners' random choices")
     tm.add_argument("--curve", metavar="FILE.json", help="write the estimated latency after each round")
     tm.add_argument("--quiet", action="store_true", help="no progress display")
@@ -791,23 +794,16 @@ def _save_outputs(path: str, outputs: dict) -> None:
 
 
 def cmd_tune_model(args: argparse.Namespace) -> int:
-    from .autotvm.measure import MeasureOptions, Measurer, RunOptions
-    from .network.tuning import network_tasks, weighted_tasks
-    from .autotvm.scheduler import TaskScheduler
+    from .network.tuning import tune_model
 
     target = _target(args.target)
     _check_log_writable(args.log)
-    tasks = network_tasks(args.model, target, parse_input_shapes(args.shape))
-    items = weighted_tasks(tasks)
-    if not items:
-        raise CLIError(f"{args.model} has no convolution or dense layer a template computes: nothing to tune")
     start = time.perf_counter()
     try:
-        with Measurer(MeasureOptions(runner=RunOptions(num_threads=args.threads))) as measurer:
-            result = TaskScheduler(items, args.trials, tuner=args.tuner, round_size=args.round_size,
-                                   log_file=args.log, measure=measurer.measure, strategy=args.strategy,
-                                   seed=args.seed, progress=not args.quiet,
-                                   pretrained=not args.no_pretrained).run()
+        result = tune_model(args.model, args.trials, args.log, target, parse_input_shapes(args.shape),
+                            num_threads=args.threads, fresh_input=not args.warm_input, tuner=args.tuner,
+                            round_size=args.round_size, strategy=args.strategy, seed=args.seed,
+                            progress=not args.quiet, pretrained=not args.no_pretrained)
     except KeyboardInterrupt:
         _error(f"interrupted; the measured trials are in {args.log}: rerun the same command to resume")
         return EXIT_INTERRUPTED
@@ -832,7 +828,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         return EXIT_OK
     est = result.estimated_latency
-    print(f"network   {args.model}: {len(items)} tasks, {summary['trials']} trials; {result.stop_reason}")
+    print(f"network   {args.model}: {len(result.tasks)} tasks, {summary['trials']} trials; {result.stop_reason}")
     print(f"latency   {_fmt_seconds(est) if est != float('inf') else 'unknown (a task has no successful kernel)'} "
           "estimated (sum over layers of occurrences x best latency of their alternatives; compile to measure it)")
     print(f"  {'task':<62} {'x':>3} {'trials':>6} {'best':>10}")

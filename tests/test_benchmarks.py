@@ -373,3 +373,12 @@ def test_transfer_runs_start_without_the_shipped_model_and_learn_from_the_earlie
                                                    ("plain", False, 0), ("transfer", False, 8)]
     assert [r["history_records"] for r in rows] == [0, 8]
     assert all(r["plain_trials_to_90"] is not None and 1 <= r["plain_trials_to_90"] <= 8 for r in rows)
+
+
+def test_fresh_input_times_a_config_both_ways(script):
+    """``fresh_input.py`` times one config on an input it only reads and on one its threads rewrite (the timing
+    itself is tested in test_build.py)."""
+    fresh_input = script("fresh_input")
+    task = create_task("matmul", {"M": 32, "N": 32, "K": 16})
+    warm, fresh = fresh_input.time_config(task, 0, threads=2, rounds=2)
+    assert warm > 0 and fresh > 0

@@ -154,6 +154,14 @@ def test_flush_cache_times_each_repeat():
     assert result.ok and len(result.costs) == 3 and min(result.costs) > 0
 
 
+def test_fresh_input_times_a_checked_candidate():
+    build = build_good()
+    options = dataclasses.replace(FAST_RUN, fresh_input=True, repeat=3, num_threads=2)
+    with LocalRunner(options) as runner:
+        (result,) = runner.run([good()], [build])
+    assert result.ok and len(result.costs) == 3 and min(result.costs) > 0
+
+
 def test_mismatched_lengths_are_a_programming_error():
     with pytest.raises(ValueError, match="2 inputs but 1 build"):
         LocalRunner().run([good(), good()], [BuildResult(None, ErrorKind.UNKNOWN, "", 0.0)])

@@ -73,19 +73,39 @@ def test_a_task_that_runs_more_often_gets_more_trials():
                                                                                         result.best_latency)))
 
 
-def test_first_rounds_are_sized_by_the_layers_share_of_the_untuned_network():
-    """Each layer's untuned kernel measured first (all 10 GFLOP/s on the fake landscape), weight x latency is 72,
-    36 and 1 units: the first rounds take 16, 8 and (at least a quarter round) 4 trials; the equal split takes 16
-    each."""
-    layers = [((1, 16, 8, 8, 64, 3, 1, 1), 2), ((1, 16, 8, 8, 32, 3, 1, 1), 2), ((1, 16, 8, 8, 16, 1, 1, 0), 1)]
+def _three_layers() -> list[WeightedTask]:
+    """Three layers and their untuned kernels (measured first; all 10 GFLOP/s on the fake landscape): weight x
+    latency of 72, 54 and 1 units."""
+    layers = [((1, 16, 8, 8, 64, 3, 1, 1), 2), ((1, 16, 8, 8, 32, 3, 1, 1), 3), ((1, 16, 8, 8, 16, 1, 1, 0), 1)]
     direct = [WeightedTask(Task(TEMPLATES["conv2d_nchwc_packed"], args, AVX2), w, str(args)) for args, w in layers]
-    tasks = [WeightedTask(default_task(t.task), t.weight, t.group) for t in direct] + direct
-    result = tune_network(tasks, 3 + 16 + 8 + 4, tuner="random", round_size=16, measure=FakeMeasure(), seed=0,
+    return [WeightedTask(default_task(t.task), t.weight, t.group) for t in direct] + direct
+
+
+def test_first_rounds_are_sized_by_the_layers_share_of_the_untuned_network():
+    """Weight x latency of the untuned kernels is 72, 54 and 1 units: the first rounds take 16, 12 and (at least
+    half a round) 8 trials; the equal split takes 16 each."""
+    tasks = _three_layers()
+    result = tune_network(tasks, 3 + 16 + 12 + 8, tuner="random", round_size=16, measure=FakeMeasure(), seed=0,
                           progress=False)
-    assert result.trials == [1, 1, 1, 16, 8, 4]
+    assert result.trials == [1, 1, 1, 16, 12, 8]
     even = tune_network(tasks, 3 + 48, tuner="random", round_size=16, measure=FakeMeasure(), seed=0,
                         strategy=Strategy.ROUND_ROBIN, progress=False)
     assert even.trials == [1, 1, 1, 16, 16, 16]
+
+
+def test_a_resumed_run_sizes_first_rounds_by_the_untuned_kernels_not_the_best_so_far(tmp_path):
+    """Killed after the first layer's first round, the rerun sizes the other first rounds as an uninterrupted run
+    does: by each layer's untuned kernel (its first success in the log), not by the best the first layer has
+    found since (which would make the second layer the largest and give it a full round)."""
+    tasks, log = _three_layers(), tmp_path / "net.jsonl"
+    tune_network(tasks, 3 + 16, tuner="random", round_size=16, measure=FakeMeasure(), log_file=log, seed=0,
+                 progress=False)
+    scheduler = TaskScheduler(tasks, 3 + 16 + 12 + 8, tuner="random", round_size=16, measure=FakeMeasure(),
+                              log_file=log, seed=0, progress=False)
+    assert scheduler.run().trials == [1, 1, 1, 16, 12, 8]
+    fresh = TaskScheduler(tasks, 3 + 1, tuner="random", measure=FakeMeasure(), seed=0, progress=False)
+    fresh.run()
+    assert scheduler._first_latency == pytest.approx(fresh._first_latency)
 
 
 def test_round_robin_splits_the_budget_evenly():

@@ -245,6 +245,7 @@ class TaskScheduler:
         live = [s for s in states if not s.done]
         if self.strategy is Strategy.ROUND_ROBIN:
             return min(live, key=lambda s: (s.run.done, states.index(s)))
+        self._note_first_latencies(states)
         best = self._group_best(states)
         first = [s for s in live if s.run.done < (s.first_round or 1) or math.isinf(best[s.item.group_key])]
         if first:  # a first round for every task (and more for a task of a group with no success yet)
@@ -260,20 +261,29 @@ class TaskScheduler:
 
     def _first_round(self, state: _TaskState, states: list[_TaskState]) -> int:
         """Trials of ``state``'s first round, sized when it starts (a task resumed past its first trials has had
-        it): ``round_size`` for the group of the largest weight x latency (each group's first latency measured:
-        in a network, its untuned kernel's; after a resume, its best so far), in proportion below it, at least a
-        quarter round; a full round while its group has no success (see the module docstring)."""
+        it): ``round_size`` for the group of the largest weight x latency (each group's first latency: in a
+        network, its untuned kernel's, also after a resume), in proportion below it, at least half a round; a
+        full round while its group has no success (see the module docstring)."""
         if state.first_round is None:
             if state.run.done:
                 return 0
-            for s in states:  # each group's first latency: in a network, its untuned kernel's
-                if math.isfinite(s.latency):
-                    self._first_latency.setdefault(s.item.group_key, s.item.weight * s.latency)
+            self._note_first_latencies(states)
             mine = self._first_latency.get(state.item.group_key)
             largest = max(self._first_latency.values(), default=0.0)
-            size = self.round_size if mine is None or largest <= 0 else math.ceil(self.round_size * mine / largest)
-            state.first_round = max(1, self.round_size // 4, size)
+            size = self.round_size  # (a whole proportion is not rounded up by its floating-point error)
+            if mine is not None and largest > 0:
+                size = math.ceil(self.round_size * mine / largest - 1e-9)
+            state.first_round = max(1, self.round_size // 2, size)
         return state.first_round
+
+    def _note_first_latencies(self, states: list[_TaskState]) -> None:
+        """Record each group's first latency (weight x seconds): its first task's first success, resumed ones
+        included (in a network, the untuned kernel's: the default tasks come first)."""
+        for s in states:
+            if s.item.group_key not in self._first_latency:
+                g = next((t.gflops for t in s.run.result.history if t.gflops > 0), 0.0)
+                if g > 0:
+                    self._first_latency[s.item.group_key] = s.item.weight * s.item.task.flops / (g * 1e9)
 
     @staticmethod
     def _group_best(states: list[_TaskState]) -> dict[tuple[str, str], float]:

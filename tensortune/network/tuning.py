@@ -8,10 +8,12 @@ most. One log holds every task's records; ``tensortune compile --log`` then uses
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Mapping, Sequence
 
 from ..autotvm.scheduler import NetworkTuneResult, TaskScheduler, WeightedTask
+from ..autotvm.tune import TuneError
 from ..graph.tasks import DEFAULT_TEMPLATE, NetworkTask, extract_tasks
 from ..target import Target
 from .compile_model import optimized_graph
@@ -33,12 +35,23 @@ def weighted_tasks(tasks: Sequence[NetworkTask]) -> list[WeightedTask]:
 
 
 def tune_model(model, n_trial: int, log_file: str | os.PathLike, target: Target | None = None,
-               shapes: Mapping[str, Sequence[int]] | None = None, **options) -> NetworkTuneResult:
+               shapes: Mapping[str, Sequence[int]] | None = None, num_threads: int | None = None,
+               fresh_input: bool = True, **options) -> NetworkTuneResult:
     """Tune every task of ``model`` within ``n_trial`` trials in total (the log's included: a rerun resumes).
 
-    ``options`` go to ``TaskScheduler`` (``tuner``, ``round_size``, ``strategy``, ``measure``, ``seed``,
-    ``pretrained``...).
+    Without a ``measure`` of the caller's, each candidate is measured on this machine with ``num_threads`` threads
+    and, with ``fresh_input``, its input rewritten by the threads before each call, as the previous layer leaves
+    it inside the network (``RunOptions.fresh_input``). ``options`` go to ``TaskScheduler`` (``tuner``,
+    ``round_size``, ``strategy``, ``measure``, ``seed``, ``pretrained``...).
     """
+    from ..autotvm.measure import MeasureOptions, Measurer, RunOptions
+
     target = target or Target.host()
     items = weighted_tasks(network_tasks(model, target, shapes))
-    return TaskScheduler(items, n_trial, log_file=log_file, **options).run()
+    if not items:
+        raise TuneError("the network has no convolution or dense layer a template computes: nothing to tune")
+    with contextlib.ExitStack() as stack:
+        if options.get("measure") is None:
+            runner = RunOptions(num_threads=num_threads, fresh_input=fresh_input)
+            options["measure"] = stack.enter_context(Measurer(MeasureOptions(runner=runner))).measure
+        return TaskScheduler(items, n_trial, log_file=log_file, **options).run()

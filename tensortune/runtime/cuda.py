@@ -245,7 +245,8 @@ class CudaModule(BaseModule):
         self._download(arrays)
 
     @contextlib.contextmanager
-    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int) -> Iterator[Callable[[int], float]]:
+    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int,
+                     fresh_input: bool = False) -> Iterator[Callable[[int], float]]:
         d = self._live()
         cu = d.cu
         self._upload(arrays)

@@ -151,7 +151,8 @@ class EmulatedModule(BaseModule):
             driver.read_outputs(arrays)
 
     @contextlib.contextmanager
-    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int) -> Iterator[Callable[[int], float]]:
+    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int,
+                     fresh_input: bool = False) -> Iterator[Callable[[int], float]]:
         warnings.warn(f"timing kernel '{self.entry}' under {self.emulator.name}: the seconds are the emulator's and "
                       "say nothing about the target CPU", EmulatedTimingWarning, stacklevel=4)
         with self._driver(arrays, threads) as driver:

@@ -21,7 +21,7 @@ from ..env import settings
 from ..errors import ArgumentError, TensortuneError
 from ..target import Target
 from .compiler import load_library
-from .timer import time_repeats, timer_functions
+from .timer import time_repeats, timer_library
 
 ALIGNMENT = 64  # bytes; one cache line and one AVX-512 register
 
@@ -117,26 +117,34 @@ class BaseModule:
         """Release what the kernel holds outside this process's memory (GPU memory); a no-op on CPUs."""
 
     def time_evaluator(
-        self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0, num_threads: int | None = None
+        self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0, num_threads: int | None = None,
+        fresh_input: bool = False,
     ) -> Callable[..., TimingResult]:
         """A function that times the kernel on given arrays, with the loop in native code.
 
         After one warm-up call, each of ``repeat`` measurements runs the kernel ``number`` times and
         records the mean. If ``min_repeat_ms`` > 0, ``number`` is first raised until one measurement
         takes at least that long (at most ``timer.MAX_CALIBRATIONS`` tries; see ``timer.time_repeats``).
+        ``fresh_input``: before each call (not timed), the kernel's threads rewrite its first input, split
+        in contiguous parts, as the previous layer inside a network leaves it (CPU kernels in this process;
+        ignored elsewhere). Called again and again on an input it only reads, a kernel finds a copy of it in
+        every core's cache; inside a network it reads what other cores just wrote, at a cost that depends on
+        how it splits its work.
         """
         check_timing(number, repeat, min_repeat_ms)
         threads = self._threads(num_threads)
 
         def evaluate(*arrays: np.ndarray) -> TimingResult:
             self._check(arrays)
-            with self._timed_calls(arrays, threads) as run:
+            with self._timed_calls(arrays, threads, fresh_input) as run:
                 return TimingResult(tuple(time_repeats(run, number, repeat, min_repeat_ms)), self.emulated)
 
         return evaluate
 
-    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int) -> ContextManager[Callable[[int], float]]:
-        """A context giving ``run(count) -> seconds`` of ``count`` calls on (checked) ``arrays``."""
+    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int,
+                     fresh_input: bool = False) -> ContextManager[Callable[[int], float]]:
+        """A context giving ``run(count) -> seconds`` of ``count`` calls on (checked) ``arrays`` (``fresh_input``:
+        see ``time_evaluator``)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -184,8 +192,10 @@ class Module(BaseModule):
             raise KernelRuntimeError(f"kernel '{self.entry}' returned error code {rc}")
 
     @contextlib.contextmanager
-    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int) -> Iterator[Callable[[int], float]]:
-        yield native_timer(self._func, self._pointers(arrays), threads, f"kernel '{self.entry}'")
+    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int,
+                     fresh_input: bool = False) -> Iterator[Callable[[int], float]]:
+        first = next((a for spec, a in zip(self.args, arrays) if not spec.is_output), None) if fresh_input else None
+        yield native_timer(self._func, self._pointers(arrays), threads, f"kernel '{self.entry}'", rewrite=first)
 
     def _pointers(self, arrays: tuple[np.ndarray, ...]) -> ctypes.Array:
         """Check ``arrays`` and return the ``void*`` array to pass; rebuilt only when the arrays change."""
@@ -230,15 +240,22 @@ def check_timing(number: int, repeat: int, min_repeat_ms: float) -> None:
 
 
 def native_timer(function: ctypes._CFuncPtr, pointers: ctypes.Array, threads: int, what: str,
-                 lock: threading.Lock | None = None) -> Callable[[int], float]:
+                 lock: threading.Lock | None = None, rewrite: np.ndarray | None = None) -> Callable[[int], float]:
     """``run(count) -> seconds`` of ``count`` calls of an entry point ``int32_t f(void** args, int32_t
-    num_threads)`` on ``pointers``, the loop in native code; ``lock`` is held around each timed loop."""
-    time_calls, last_error = timer_functions()
+    num_threads)`` on ``pointers``, the loop in native code; ``lock`` is held around each timed loop; ``rewrite``:
+    an array the threads rewrite before each call, untimed (``time_evaluator``'s ``fresh_input``)."""
+    lib = timer_library()
+    last_error = lib.tt_last_error
     address = ctypes.cast(function, ctypes.c_void_p)
+
+    def calls(count: int) -> float:
+        if rewrite is None:
+            return lib.tt_time_calls(address, pointers, threads, count)
+        return lib.tt_time_calls_rewritten(address, pointers, threads, count, rewrite.ctypes.data, rewrite.nbytes)
 
     def run(count: int) -> float:
         with lock or contextlib.nullcontext():
-            seconds = time_calls(address, pointers, threads, count)
+            seconds = calls(count)
         if seconds < 0:
             raise KernelRuntimeError(f"{what} returned error code {last_error()} while timed")
         return seconds

@@ -33,6 +33,7 @@ def time_repeats(run: Callable[[int], float], number: int, repeat: int, min_repe
 TIMER_SOURCE = r"""
 #include <stdint.h>
 #include <time.h>
+#include <omp.h>
 
 typedef int32_t (*tt_kernel)(void**, int32_t);
 static _Thread_local int32_t last_error;
@@ -55,18 +56,57 @@ double tt_time_calls(tt_kernel f, void** args, int32_t num_threads, int64_t numb
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
+
+/* Write one word of each cache line of `bytes` bytes at `data`, the lines split in contiguous parts among
+   `num_threads` threads (as a previous layer splitting its outer loop leaves its output). */
+static void rewrite(void* data, int64_t bytes, int32_t num_threads) {
+    volatile int32_t* words = (volatile int32_t*)data;
+    int64_t lines = bytes / 64;
+    #pragma omp parallel for num_threads(num_threads) schedule(static)
+    for (int64_t i = 0; i < lines; i++)
+        words[i * 16] = words[i * 16];
+}
+
+/* Seconds taken by `number` calls of f, each after the `bytes` bytes at `data` are rewritten by the threads
+   (not timed); -1.0 if a call returns nonzero (see tt_last_error). */
+double tt_time_calls_rewritten(tt_kernel f, void** args, int32_t num_threads, int64_t number, void* data,
+                               int64_t bytes) {
+    struct timespec t0, t1;
+    double total = 0.0;
+    last_error = 0;
+    for (int64_t i = 0; i < number; i++) {
+        rewrite(data, bytes, num_threads);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int32_t rc = f(args, num_threads);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (rc != 0) {
+            last_error = rc;
+            return -1.0;
+        }
+        total += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+    return total;
+}
 """
 
 
 @functools.cache
-def timer_functions() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
-    """``(tt_time_calls, tt_last_error)`` from the support library, built once (and cached on disk)."""
+def timer_library() -> ctypes.CDLL:
+    """The support library (``tt_time_calls``, ``tt_time_calls_rewritten``, ``tt_last_error``), built once (and
+    cached on disk)."""
     host = Target.host()
     lib = load_library(compile_shared(TIMER_SOURCE, Target(ISA.SCALAR, host.num_cores, host.arch)))
-    time_calls = lib.tt_time_calls
-    time_calls.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.c_int64]
-    time_calls.restype = ctypes.c_double
-    last_error = lib.tt_last_error
-    last_error.argtypes = []
-    last_error.restype = ctypes.c_int32
-    return time_calls, last_error
+    lib.tt_time_calls.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.c_int64]
+    lib.tt_time_calls.restype = ctypes.c_double
+    lib.tt_time_calls_rewritten.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32,
+                                            ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+    lib.tt_time_calls_rewritten.restype = ctypes.c_double
+    lib.tt_last_error.argtypes = []
+    lib.tt_last_error.restype = ctypes.c_int32
+    return lib
+
+
+def timer_functions() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
+    """``(tt_time_calls, tt_last_error)`` from the support library."""
+    lib = timer_library()
+    return lib.tt_time_calls, lib.tt_last_error

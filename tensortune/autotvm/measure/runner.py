@@ -42,9 +42,11 @@ class RunOptions:
 
     ``timeout`` bounds one candidate (loading, checking and timing). ``flush_cache`` overwrites a
     buffer larger than the last-level cache before each repeat (``min_repeat_ms`` is then ignored).
-    ``cooldown_s`` sleeps between candidates. ``min_repeat_ms`` (default 2 ms) raises ``number`` for
-    small kernels: a repeat of a few microsecond-long calls is dominated by timer and scheduling noise,
-    and the tuner's best would be the luckiest draw rather than the fastest kernel.
+    ``fresh_input``: before each call the kernel's threads rewrite its first input (untimed), as inside a
+    network (see ``Module.time_evaluator``). ``cooldown_s`` sleeps between candidates. ``min_repeat_ms``
+    (default 2 ms) raises ``number`` for small kernels: a repeat of a few microsecond-long calls is dominated
+    by timer and scheduling noise, and the tuner's best would be the luckiest draw rather than the fastest
+    kernel.
     A target of another architecture runs under an emulator, 10-50x slower: its candidates get
     ``timeout * emulation_timeout_scale`` seconds.
     ``slow_spell_retries``: a CPU candidate timed while a speed probe ran more than ``slow_spell_tolerance``
@@ -58,6 +60,7 @@ class RunOptions:
     timeout: float = 10.0
     check_correctness: bool = True
     flush_cache: bool = False
+    fresh_input: bool = False
     num_threads: int | None = None
     cooldown_s: float = 0.0
     emulation_timeout_scale: float = 20.0
@@ -294,7 +297,8 @@ def _guard(task, module: Module, options: RunOptions) -> SlowSpellGuard | None:
 
 def _time(module: Module, arrays: tuple[np.ndarray, ...], options: RunOptions) -> tuple[float, ...]:
     if not options.flush_cache:
-        evaluate = module.time_evaluator(options.number, options.repeat, options.min_repeat_ms, options.num_threads)
+        evaluate = module.time_evaluator(options.number, options.repeat, options.min_repeat_ms, options.num_threads,
+                                         options.fresh_input)
         return evaluate(*arrays).results
     # time_evaluator warms the caches before it measures, which would undo a flush; so time the calls here.
     # Each call adds the ctypes overhead (microseconds), fine for the large kernels a flush is meant for.
