@@ -9,12 +9,14 @@ round since it last improved, so that a task whose search has stalled yields to 
 faster kernels). A small share of rounds goes to a random task, so that no estimate starves a task.
 
 First rounds are sized by share: a full round for the layer of the largest weight x latency (its untuned
-kernel's, measured first in a network), fewer trials in proportion for a smaller layer, at least a quarter
-round. A kernel's gain from n trials grows about as log n (MobileNetV2 on AVX-512, with the shipped model: 4
-trials find 65% of the gain of 16, 32 find 115%), so a budget is best spent with n in proportion to weight x
-latency; the forward estimate (latency over trials) steers the later rounds to the same proportion, and the
-first rounds start there instead of spending a full round on a layer of 2% of the network's time (MobileNetV2's
-31 layers differ 45 times in weight x latency; its first rounds take 236 trials instead of 496).
+kernel's, measured first in a network, also when a run resumes), fewer trials in proportion for a smaller
+layer, at least half a round. A kernel's gain from n trials grows about as log n (MobileNetV2 on AVX-512, with
+the shipped model: 4 trials find 65% of the gain of 16, 32 find 115%), so a budget is best spent with n in
+proportion to weight x latency; the forward estimate (latency over trials) steers the later rounds to the same
+proportion, and the first rounds start there instead of spending a full round on a layer of 2% of the network's
+time (MobileNetV2's 31 layers differ 45 times in weight x latency). At least half a round, not a quarter: with
+kernels timed on fresh inputs (``RunOptions.fresh_input``) small layers' configs differ more than this model
+foresees, and an equal split of 500 trials did as well as the scheduler on MobileNetV2 (BENCHMARKS.md).
 
 Alternatives: tasks that compute the same layer another way (a direct and a Winograd convolution) share a
 ``group``; the layer runs its faster kernel, so the network's latency counts each group once, at the best
