@@ -115,6 +115,24 @@ def test_tune_model_no_pretrained_reaches_the_scheduler(resnet, tmp_path, capsys
     assert seen == [not flag]
 
 
+@pytest.mark.parametrize("flag", [[], ["--warm-input"]])
+def test_tune_model_warm_input_reaches_the_measurement(resnet, tmp_path, monkeypatch, flag):
+    import tensortune.network.tuning as tuning
+
+    model = tmp_path / "resnet.onnx"
+    model.write_bytes(resnet.SerializeToString())
+    seen = []
+    original = tuning.tune_model
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["fresh_input"])
+        return original(*args, **kwargs)
+    monkeypatch.setattr(tuning, "tune_model", spy)
+    assert main(["tune-model", str(model), "--trials", "12", "--log", str(tmp_path / "net.jsonl"), "--quiet",
+                 "--no-refine", *flag]) == 0
+    assert seen == [not flag]
+
+
 def test_tune_model_errors_are_one_line(tmp_path, capsys):
     assert main(["tune-model", str(tmp_path / "missing.onnx"), "--trials", "8", "--log", str(tmp_path / "l")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
@@ -139,3 +157,13 @@ def test_tune_model_times_kernels_on_fresh_inputs_unless_given_a_measure(resnet,
     assert [(r.fresh_input, r.num_threads) for r in runners] == [(True, 2)]
     tune_model(resnet, 4, tmp_path / "fake.jsonl", tuner="random", measure=fake_measure, seed=0, progress=False)
     assert len(runners) == 1
+
+
+def test_a_network_with_nothing_to_tune_is_a_tune_error(tmp_path):
+    from onnx_models import model, node
+    from tensortune.autotvm.tune import TuneError
+
+    relu = model([node("Relu", ["x"], ["y"])], {"x": (1, 8)}, ["y"])
+    with pytest.raises(TuneError, match="no convolution or dense layer"):
+        tune_model(relu, 8, tmp_path / "net.jsonl", progress=False)
+    assert not (tmp_path / "net.jsonl").exists()

@@ -33,7 +33,6 @@ def time_repeats(run: Callable[[int], float], number: int, repeat: int, min_repe
 TIMER_SOURCE = r"""
 #include <stdint.h>
 #include <time.h>
-#include <omp.h>
 
 typedef int32_t (*tt_kernel)(void**, int32_t);
 static _Thread_local int32_t last_error;
