@@ -16,24 +16,29 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
-
-import numpy as np
 
 from common import positive_int, save_zoo_model, write_json
 
 
 def time_config(task, index: int, threads: int, rounds: int) -> tuple[float, float]:
-    """Median seconds per call of one config: (input only read, input rewritten before each call), in turns."""
-    from tensortune.build import build
+    """Median seconds per call of one config: (input only read, input rewritten before each call), in turns, after
+    checking its output against numpy's."""
+    from tensortune.benchmarking.compare import BLAS_SETTLE_S, build_config
+    from tensortune.ops.operator import check_output
 
-    sch, op = task.instantiate(index)
-    module = build(sch, op.args, task.target, num_threads=threads)
-    arrays = (*task.kernel_inputs(index, task.make_inputs()), np.zeros(tuple(op.output.shape), np.float32))
+    module, op, inputs, expected = build_config(task, index)
+    out = op.empty_output()
+    module(*inputs, out, num_threads=threads)
+    problem = check_output(out, expected)
+    if problem:
+        raise RuntimeError(f"{task} config {index}: {problem}")
+    time.sleep(BLAS_SETTLE_S)  # numpy's BLAS threads (the reference) spin for a while on the cores timed next
     warm, fresh = [], []
     for _ in range(rounds):
-        for fresh_input, out in ((False, warm), (True, fresh)):
-            out.append(module.time_evaluator(5, 1, 2.0, threads, fresh_input)(*arrays).median)
+        for fresh_input, times in ((False, warm), (True, fresh)):
+            times.append(module.time_evaluator(5, 1, 2.0, threads, fresh_input)(*inputs, out).median)
     return statistics.median(warm), statistics.median(fresh)
 
 

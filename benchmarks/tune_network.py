@@ -33,21 +33,8 @@ import numpy as np
 from common import positive_int, pyplot, save_zoo_model, write_json
 from e2e import compile_network, machine, time_interleaved
 
-VARIANTS = {  # a strategy's suffixes: what they change (tune_model's options)
-    "-warm": ("kernels timed on an input they only read (not rewritten by the threads before each call)",
-              {"fresh_input": False}),
-}
-STRATEGIES = ("gradient", "gradient-warm", "round-robin", "round-robin-warm")
-
-
-def strategy_options(strategy: str) -> tuple[str, dict]:
-    """A strategy of the command line: the scheduler's strategy and tune_model's options of its suffixes."""
-    options = {}
-    for suffix, (_, values) in VARIANTS.items():
-        if suffix in strategy:
-            strategy = strategy.replace(suffix, "")
-            options.update(values)
-    return strategy, options
+WARM = "-warm"  # a strategy's suffix: kernels timed on an input they only read (tune_model's fresh_input=False)
+STRATEGIES = ("gradient", "gradient" + WARM, "round-robin", "round-robin" + WARM)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,8 +102,8 @@ def tune_strategy(strategy: str, args, model: Path, work: Path, out: Path) -> di
     timed_alone = cold_measurer(stack) if args.cold else None
     for checkpoint in sorted(c for c in set(args.checkpoints) | {args.trials} if c <= args.trials):
         start = time.perf_counter()
-        base, variant = strategy_options(strategy)
-        result = tune_model(str(model), checkpoint, log, strategy=base, tuner=args.tuner, seed=args.seed, **variant,
+        result = tune_model(str(model), checkpoint, log, strategy=strategy.removesuffix(WARM), tuner=args.tuner,
+                            fresh_input=not strategy.endswith(WARM), seed=args.seed,
                             progress=not args.quiet, measure=timed_alone, pretrained=not args.no_pretrained)
         curve += [(trials, (tuned_s + seconds) / 60, est) for trials, seconds, est in result.curve]
         if not args.no_refine:  # as tune-model does at its end: counted in the tuning minutes
@@ -223,7 +210,7 @@ def main() -> int:
                    help="trial counts at which the network is compiled and timed (the total always is)")
     p.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=["gradient"],
                    help="how the trials are shared: the scheduler (gradient) or an equal split (round-robin); "
-                   + "; ".join(f"{k}: {v[0]}" for k, v in VARIANTS.items()))
+                   f"{WARM}: kernels timed on an input they only read, not rewritten before each call")
     p.add_argument("--tuner", default="xgb")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)

@@ -247,7 +247,6 @@ class TaskScheduler:
         live = [s for s in states if not s.done]
         if self.strategy is Strategy.ROUND_ROBIN:
             return min(live, key=lambda s: (s.run.done, states.index(s)))
-        self._note_first_latencies(states)
         best = self._group_best(states)
         first = [s for s in live if s.run.done < (s.first_round or 1) or math.isinf(best[s.item.group_key])]
         if first:  # a first round for every task (and more for a task of a group with no success yet)

@@ -103,9 +103,3 @@ def timer_library() -> ctypes.CDLL:
     lib.tt_last_error.argtypes = []
     lib.tt_last_error.restype = ctypes.c_int32
     return lib
-
-
-def timer_functions() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
-    """``(tt_time_calls, tt_last_error)`` from the support library."""
-    lib = timer_library()
-    return lib.tt_time_calls, lib.tt_last_error

@@ -26,7 +26,7 @@ from ...runtime.compiler import unload_library
 from ...runtime.cross import is_foreign
 from ...runtime.emulator import EmulatedTimingWarning
 from ...runtime.module import KernelRuntimeError
-from ...runtime.timer import timer_functions
+from ...runtime.timer import timer_library
 from ...target import TargetKind
 from .result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 from .steadiness import SlowSpellGuard, SpeedProbe
@@ -222,7 +222,7 @@ def _worker_main(conn: Connection) -> None:
     """Serve ``(input, build, options)`` requests until ``None``; reply ``(costs, error_kind, message)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then closes us
     warnings.simplefilter("ignore", EmulatedTimingWarning)  # results say it: MeasureResult.emulated
-    timer_functions()  # build (or load) the native timer before the first timed candidate
+    timer_library()  # build (or load) the native timer before the first timed candidate
     cache: dict[Any, _TaskData] = {}
     conn.send("ready")
     while True:
