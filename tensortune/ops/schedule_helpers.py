@@ -25,13 +25,12 @@ def local_accumulator(s: Schedule, op: Operator) -> Tensor:
 
 
 def parallel_input_transform(s: Schedule, op: Operator) -> None:
-    """Compute the padded or packed input (where there is one) at the root, parallel over its two
-    outer loops (batch and channel or channel block)."""
+    """Compute the padded or packed input (where there is one) at the root, parallel over its outer loops:
+    batch, channel or channel block, and rows (a network's first layer reads three channels, one block)."""
     for role in (Part.PADDED_INPUT, Part.PACKED_INPUT):
         if role in op.parts:
             stage = s[op.parts[role]]
-            b, c = stage.axis[:2]
-            stage.parallel(stage.fuse(b, c))
+            stage.parallel(stage.fuse(*stage.axis[:3 if len(stage.axis) >= 4 else 2]))
 
 
 def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, target: Target) -> tuple[int, int, int]:

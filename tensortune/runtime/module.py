@@ -21,7 +21,7 @@ from ..env import settings
 from ..errors import ArgumentError, TensortuneError
 from ..target import Target
 from .compiler import load_library
-from .timer import time_repeats, timer_library
+from .timer import row_bands, time_repeats, timer_library
 
 ALIGNMENT = 64  # bytes; one cache line and one AVX-512 register
 
@@ -125,11 +125,11 @@ class BaseModule:
         After one warm-up call, each of ``repeat`` measurements runs the kernel ``number`` times and
         records the mean. If ``min_repeat_ms`` > 0, ``number`` is first raised until one measurement
         takes at least that long (at most ``timer.MAX_CALIBRATIONS`` tries; see ``timer.time_repeats``).
-        ``fresh_input``: before each call (not timed), the kernel's threads rewrite its first input, split
-        in contiguous parts, as the previous layer inside a network leaves it (CPU kernels in this process;
-        ignored elsewhere). Called again and again on an input it only reads, a kernel finds a copy of it in
-        every core's cache; inside a network it reads what other cores just wrote, at a cost that depends on
-        how it splits its work.
+        ``fresh_input``: before each call (not timed), the kernel's threads rewrite its first input as the
+        previous layer inside a network leaves it (``timer.row_bands``: a channel-blocked tensor in bands of rows,
+        any other in contiguous parts; CPU kernels in this process; ignored elsewhere). Called again and again
+        on an input it only reads, a kernel finds a copy of it in every core's cache; inside a network it reads
+        what other cores just wrote, at a cost that depends on how it splits its work.
         """
         check_timing(number, repeat, min_repeat_ms)
         threads = self._threads(num_threads)
@@ -246,12 +246,13 @@ def native_timer(function: ctypes._CFuncPtr, pointers: ctypes.Array, threads: in
     an array the threads rewrite before each call, untimed (``time_evaluator``'s ``fresh_input``)."""
     lib = timer_library()
     last_error = lib.tt_last_error
+    bands = None if rewrite is None else row_bands(rewrite.shape, rewrite.itemsize)
     address = ctypes.cast(function, ctypes.c_void_p)
 
     def calls(count: int) -> float:
         if rewrite is None:
             return lib.tt_time_calls(address, pointers, threads, count)
-        return lib.tt_time_calls_rewritten(address, pointers, threads, count, rewrite.ctypes.data, rewrite.nbytes)
+        return lib.tt_time_calls_rewritten(address, pointers, threads, count, rewrite.ctypes.data, *bands)
 
     def run(count: int) -> float:
         with lock or contextlib.nullcontext():

@@ -56,25 +56,30 @@ double tt_time_calls(tt_kernel f, void** args, int32_t num_threads, int64_t numb
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
-/* Write one word of each cache line of `bytes` bytes at `data`, the lines split in contiguous parts among
-   `num_threads` threads (as a previous layer splitting its outer loop leaves its output). */
-static void rewrite(void* data, int64_t bytes, int32_t num_threads) {
-    volatile int32_t* words = (volatile int32_t*)data;
-    int64_t lines = bytes / 64;
+/* Write one word of each cache line of `slices` slices of `rows` rows of `row_bytes` bytes (consecutive in
+   memory), each thread a contiguous band of rows of every slice: as a previous layer whose threads split its
+   output rows leaves a channel-blocked (NCHW[x]c) tensor. A line belongs to the row in which it starts. */
+static void rewrite(char* data, int64_t slices, int64_t rows, int64_t row_bytes, int32_t num_threads) {
     #pragma omp parallel for num_threads(num_threads) schedule(static)
-    for (int64_t i = 0; i < lines; i++)
-        words[i * 16] = words[i * 16];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t s = 0; s < slices; s++) {
+            int64_t begin = (s * rows + r) * row_bytes, end = begin + row_bytes;
+            for (int64_t line = (begin + 63) / 64 * 64; line < end; line += 64) {
+                volatile int32_t* word = (volatile int32_t*)(data + line);
+                *word = *word;
+            }
+        }
 }
 
-/* Seconds taken by `number` calls of f, each after the `bytes` bytes at `data` are rewritten by the threads
-   (not timed); -1.0 if a call returns nonzero (see tt_last_error). */
-double tt_time_calls_rewritten(tt_kernel f, void** args, int32_t num_threads, int64_t number, void* data,
-                               int64_t bytes) {
+/* Seconds taken by `number` calls of f, each after the tensor at `data` is rewritten by the threads (not
+   timed; see rewrite); -1.0 if a call returns nonzero (see tt_last_error). */
+double tt_time_calls_rewritten(tt_kernel f, void** args, int32_t num_threads, int64_t number, char* data,
+                               int64_t slices, int64_t rows, int64_t row_bytes) {
     struct timespec t0, t1;
     double total = 0.0;
     last_error = 0;
     for (int64_t i = 0; i < number; i++) {
-        rewrite(data, bytes, num_threads);
+        rewrite(data, slices, rows, row_bytes, num_threads);
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int32_t rc = f(args, num_threads);
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -98,8 +103,24 @@ def timer_library() -> ctypes.CDLL:
     lib.tt_time_calls.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.c_int64]
     lib.tt_time_calls.restype = ctypes.c_double
     lib.tt_time_calls_rewritten.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32,
-                                            ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+                                            ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                            ctypes.c_int64]
     lib.tt_time_calls_rewritten.restype = ctypes.c_double
     lib.tt_last_error.argtypes = []
     lib.tt_last_error.restype = ctypes.c_int32
     return lib
+
+
+def row_bands(shape: tuple[int, ...], itemsize: int) -> tuple[int, int, int]:
+    """How a previous layer's threads leave a tensor of ``shape``, as ``tt_time_calls_rewritten`` rewrites it:
+    (slices, rows per slice, bytes per row), each thread a band of rows of every slice. A channel-blocked tensor
+    (NCHW[x]c, five dimensions), as a layer splitting its output rows among its threads leaves it: its batch x
+    channel blocks slices of rows of W x c elements; any other, as one whose threads split its memory in
+    contiguous parts: one slice of 64-byte rows."""
+    if len(shape) == 5:
+        n, c, h, w, b = shape
+        return n * c, h, w * b * itemsize
+    size = itemsize
+    for d in shape:
+        size *= d
+    return 1, -(-size // 64), 64

@@ -3,7 +3,9 @@ network's depthwise tasks tune.
 
 The register tile is ``tile_oh`` x ``tile_ow`` outputs of one channel block (a vector of the target), accumulated
 over (kh, kw) and written once; the batch and channel blocks (and the row tiles, with ``parallel="fuse3"``) run
-in parallel. The channel block (``block``: one vector of the target or two, ``ops.block_choices``) is the layout of
+in parallel, or (``parallel="rows"``) the row tiles, then the channel blocks: each thread then reads and writes a
+band of rows of every channel, the part of its input a previous layer splitting its rows among the same threads
+left in this core's cache. The channel block (``block``: one vector of the target or two, ``ops.block_choices``) is the layout of
 the input and output, which a network plans per layer.
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ def depthwise_conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, 
     lanes = max(1, cfg.target.lanes(DType.of(dtype)))
     cfg.define_split("tile_oh", oh, num_outputs=2, filter=lambda e: e.size[-1] <= 4)
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=lambda e: e.size[-1] <= MAX_TILE)
-    cfg.define_knob("parallel", ["fuse2", "fuse3"])
+    cfg.define_knob("parallel", ["fuse2", "fuse3", "rows"])
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_knob("block", block_choices(C, lanes), legacy=packed_blocks(C, C, lanes)[0])
     cfg.add_filter(lambda c: c["tile_oh"].size[-1] * c["tile_ow"].size[-1] <= MAX_TILE)
@@ -43,10 +45,14 @@ def depthwise_conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, 
     n, c, y, x, b = out.axis
     yo, yi = cfg["tile_oh"].apply(out, y)
     xo, xi = cfg["tile_ow"].apply(out, x)
-    out.reorder(n, c, yo, xo, yi, xi, b)
-    fused = out.fuse(n, c)
-    if cfg["parallel"] == "fuse3":
-        fused = out.fuse(fused, yo)
+    if cfg["parallel"] == "rows":
+        out.reorder(n, yo, c, xo, yi, xi, b)
+        fused = out.fuse(out.fuse(n, yo), c)
+    else:
+        out.reorder(n, c, yo, xo, yi, xi, b)
+        fused = out.fuse(n, c)
+        if cfg["parallel"] == "fuse3":
+            fused = out.fuse(fused, yo)
     out.parallel(fused)
     out.vectorize(b)
     acc.compute_at(out, xo)
