@@ -256,6 +256,31 @@ def test_time_evaluator_with_a_fresh_input_leaves_it_unchanged(rng, threads):
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_fresh_input_rewrites_a_blocked_tensor_in_bands_of_rows_and_keeps_it(rng, threads):
+    """A channel-blocked (five-dimensional) input is rewritten in bands of rows of every channel block, rows of
+    7 x 16 floats (448 bytes: cache lines across rows), by more threads than some slices have rows: unchanged."""
+    from tensortune.runtime.timer import row_bands
+
+    shape = (1, 3, 5, 7, 16)
+    A = te.placeholder(shape, "float32", "A")
+    B = te.compute(shape, lambda *i: A[i] * 2.0, "B")
+    m = tt.build(tt.create_schedule(B), [A, B])
+    a = rng.standard_normal(shape).astype("float32")
+    before, b = a.copy(), np.zeros(shape, "float32")
+    m.time_evaluator(number=3, repeat=2, num_threads=threads, fresh_input=True)(a, b)
+    np.testing.assert_array_equal(a, before)
+    np.testing.assert_array_equal(b, 2 * a)
+    assert row_bands(shape, 4) == (3, 5, 448)
+
+
+@pytest.mark.parametrize("shape, bands", [((64, 40), (1, 160, 64)), ((3, 5), (1, 1, 64)), ((2, 4, 3, 3), (1, 5, 64))])
+def test_row_bands_of_other_tensors_are_contiguous_lines(shape, bands):
+    from tensortune.runtime.timer import row_bands
+
+    assert row_bands(shape, 4) == bands
+
+
 def test_time_evaluator_with_min_repeat_ms(module):
     a = np.ones((4, 5), "float32")
     c = np.zeros((4, 5), "float32")

@@ -100,6 +100,52 @@ def test_tuned_config_with_other_channel_blocks_is_left_out(tmp_path):
     assert not choose.applied and not any(k.template for k in program.kernels)
 
 
+@pytest.mark.parametrize("parallel", ["fuse2", "fuse3", "rows"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_packed_template_splits_among_threads_as_its_knob_says(parallel, stride):
+    """Each way of splitting the work among threads (channel blocks, channel blocks and row tiles, row tiles
+    first) computes the reference on two threads, timed on an input its threads rewrite in bands of rows too."""
+    from tensortune.autotvm.catalog import create_task
+
+    task = create_task("depthwise_conv2d", {"C": 32, "H": 11, "W": 9, "K": 3, "stride": stride, "pad": 1},
+                       template="depthwise_conv2d_nchwc_packed")
+    x, w = task.make_inputs()
+    rng = np.random.default_rng(len(parallel) + stride)
+    indices = [i for i in rng.permutation(len(task.space))[:400] if task.space.get(int(i))["parallel"] == parallel]
+    for index in indices[:3]:
+        s, op = task.instantiate(int(index))
+        module = tt.build(s, list(op.args), num_threads=2)
+        inputs = task.kernel_inputs(int(index), [x, w])
+        before = inputs[0].copy()
+        y = op.empty_output()
+        module(*inputs, y)
+        np.testing.assert_allclose(y, task.reference([x, w], int(index)), rtol=1e-4, atol=1e-4)
+        y[...] = 0
+        module.time_evaluator(number=2, repeat=1, fresh_input=True)(*inputs, y)
+        np.testing.assert_array_equal(inputs[0], before)
+        np.testing.assert_allclose(y, task.reference([x, w], int(index)), rtol=1e-4, atol=1e-4)
+    assert indices
+
+
+def test_a_first_layers_padded_input_is_copied_by_all_threads():
+    """A network's first convolution (three channels, one block) pads its input in a copy parallel over rows as
+    well (not one thread copying the whole image), and computes the reference on two threads."""
+    from tensortune.autotvm.catalog import create_task
+
+    task = create_task("conv2d", {"IC": 3, "H": 16, "W": 16, "OC": 16, "K": 3, "stride": 2, "pad": 1},
+                       template="conv2d_nchwc_packed")
+    x, w = task.make_inputs()
+    for index in np.random.default_rng(3).choice(len(task.space), size=3, replace=False):
+        s, op = task.instantiate(int(index))
+        text = str(tt.lower(s, list(op.args)))
+        pad_loop = next(line for line in text.splitlines() if "range(" in line)  # the copy comes first
+        assert pad_loop.strip().endswith("in range(18):  # parallel"), pad_loop
+        module = tt.build(s, list(op.args), num_threads=2)
+        y = op.empty_output()
+        module(*task.kernel_inputs(int(index), [x, w]), y)
+        np.testing.assert_allclose(y, task.reference([x, w], int(index)), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_depthwise_packed_template_configs_equal_the_reference(stride):
     from tensortune.autotvm.catalog import create_task

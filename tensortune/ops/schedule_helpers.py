@@ -7,6 +7,10 @@ from ..te import Tensor
 from .operator import Operator, Part
 
 
+#: outer iterations too few to share among a machine's threads evenly
+FEW_OUTER = 16
+
+
 def largest_divisor(n: int, limit: int) -> int:
     """The largest divisor of ``n`` that is at most ``limit``."""
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
@@ -25,12 +29,15 @@ def local_accumulator(s: Schedule, op: Operator) -> Tensor:
 
 
 def parallel_input_transform(s: Schedule, op: Operator) -> None:
-    """Compute the padded or packed input (where there is one) at the root, parallel over its outer loops:
-    batch, channel or channel block, and rows (a network's first layer reads three channels, one block)."""
+    """Compute the padded or packed input (where there is one) at the root, parallel over its two outer loops
+    (batch and channel or channel block), and its rows too when those are fewer than ``FEW_OUTER`` (a network's
+    first layer: three channels, one block, copied by one thread otherwise)."""
     for role in (Part.PADDED_INPUT, Part.PACKED_INPUT):
         if role in op.parts:
             stage = s[op.parts[role]]
-            stage.parallel(stage.fuse(*stage.axis[:3 if len(stage.axis) >= 4 else 2]))
+            b, c = stage.axis[:2]
+            rows = len(stage.axis) >= 4 and b.extent * c.extent < FEW_OUTER
+            stage.parallel(stage.fuse(b, c, stage.axis[2]) if rows else stage.fuse(b, c))
 
 
 def register_tile(oc_blocks: int, oh: int, ow: int, vectors_per_block: int, target: Target) -> tuple[int, int, int]:
