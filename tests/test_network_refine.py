@@ -97,6 +97,60 @@ def test_refine_times_each_layers_candidates_in_the_network_and_compile_runs_its
     assert len(load_records(log, in_network=True)) == alone + result.records
 
 
+def test_refine_counts_what_a_layers_readers_spend_and_never_varies_a_layer_and_its_reader_together(
+        resnet, tmp_path, monkeypatch):
+    """Profiles faked by the candidates each network runs: the first layer's fastest kernel (alone and inside) makes
+    every call reading its output 5 ms slower, its second 1 ms slower than the first itself. Counting the readers,
+    refine keeps the second; the layers varied in one network never read each other's output."""
+    import importlib
+
+    compile_model, module, program, refine_module = (importlib.import_module(f"tensortune.network.{name}")
+                                                     for name in ("compile_model", "module", "program", "refine"))
+
+    log = tmp_path / "net.jsonl"
+    _fake_log(resnet, log)
+    g = optimized_graph(resnet, HOST)
+    readers = refine_module._readers(g)
+    first = next(l for l in layer_candidates(g, HOST, load_records(log), 2) if len(l.candidates) > 1)
+    producer = first.nodes[0]
+    assert readers[producer], "the first tuned layer's output is read"
+    varied: list[set[str]] = []
+
+    class Fake:
+        def __init__(self, picks):  # node -> (task name, config index), or None for a node of no candidates
+            self.picks = picks
+
+        def profile(self, *inputs, repeat):
+            mine = self.picks[producer]
+            slow = mine == (first.candidates[0].task.name, first.candidates[0].index)
+            return [{"node": n.name, "seconds": (1e-3 if slow else 2e-3) if n.name == producer else
+                     1e-3 + (5e-3 if slow and n.name in readers[producer] else 0.0)} for n in g.nodes]
+
+    def build(graph, target, choose):
+        return {n.name: choose(graph, n, target) for n in graph.nodes}
+
+    monkeypatch.setattr(refine_module, "kernel_of", lambda graph, node, c: (c.task.name, c.index))
+    monkeypatch.setattr(refine_module, "declare", lambda graph, node, target: None)
+    monkeypatch.setattr(program, "build_program", build)
+    monkeypatch.setattr(compile_model, "load_program", lambda picks, target, threads: Fake(picks))
+    monkeypatch.setattr(module, "random_inputs", lambda m: [])
+    phases = refine_module._phases(g, layer_candidates(g, HOST, load_records(log), 2))
+    for phase in phases:
+        nodes = {n for layer in phase for n in layer.nodes}
+        varied.append(nodes)
+        assert not any(m in nodes for n in nodes for m in readers[n] if m not in
+                       next(l.nodes for l in phase if n in l.nodes)), "a phase varies a layer and its reader"
+    assert len(phases) >= 2 and set().union(*varied) == {n for l in phases for layer in l for n in layer.nodes}
+    result = refine(resnet, log, HOST, top_k=2, rounds=2, runs=1, check=False)
+    (layer,) = [l for l in result.layers if producer in l.nodes]
+    assert layer.chosen == 1  # 2 ms + its readers at 1 ms each, not 1 ms + its readers at 6 ms
+    assert layer.median(0) == pytest.approx(1e-3 + 6e-3 * len(readers[producer]))
+    assert layer.median(1) == pytest.approx(2e-3 + 1e-3 * len(readers[producer]))
+    choose = TunedKernels(log, HOST)
+    choose(g, next(n for n in g.nodes if n.name == producer), HOST)
+    assert choose.applied[producer] == (layer.candidates[1].task.name, layer.candidates[1].index)
+
+
 def _timed_inside(task, index, seconds, network, stamp):
     return Record(str(task.target), task.workload_key, task.name, tuple(task.args), index,
                   json.loads(json.dumps(task.config(index).to_json())), tuple(seconds), ErrorKind.NONE, "", 1.0,

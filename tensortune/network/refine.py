@@ -7,14 +7,19 @@ the network (measured on ResNet-18, AVX2: kernels 16.5 ms in sum alone, 28.6 ms 
 
 ``refine`` takes, for each layer (a workload and its alternatives: Winograd, the untuned kernel), the ``top_k``
 fastest configs of the log as timed alone, the fastest of each other template and kind of config (``config_kind``:
-how it splits the work among threads, a Winograd kernel's tile size), and the untuned kernel; builds as many
-networks as the most candidates a layer has, network ``i`` running every layer's ``i``-th candidate; profiles them
-in turn, ``rounds`` times (each layer's seconds per call among the others, ``NetworkModule.profile``), and keeps
-each layer's candidate of least median (a layer: the nodes of one workload whose inputs and outputs have the same
-channel blocks). Those timings go to the log as records marked with the network's fingerprint and the layer's
-blocks (``Record.network``); ``compile --log`` (``TunedKernels``) then chooses each layer's kernel among the latest
-of them. A whole-network check times the untuned network, the one of the fastest configs alone and the chosen
-one, in turn, and reports them.
+how it splits the work among threads, a Winograd kernel's tile size), and the untuned kernel. A layer's cost in the
+network is its calls' time **plus the time of the calls that read its output**: how a kernel's threads leave its
+output (which core holds which rows) decides what the next layer pays to read it, a cost a layer's own timing never
+shows (MobileNetV2, Intel Xeon: after a first layer that split columns among threads, chosen by its own time
+inside the network, the next depthwise layer took 68 us; after one splitting rows, 45 us). So the layers are timed in phases, groups of
+layers none of which reads another's output: in a phase, network ``i`` runs each of the phase's layers' ``i``-th
+candidate and every other layer its choice so far (first its fastest alone), so what a layer's readers spend varies
+with that layer's candidate alone. Each network is profiled ``rounds`` times in turn (each layer's seconds per
+call among the others, ``NetworkModule.profile``), and each layer keeps its candidate of least median cost (a
+layer: the nodes of one workload whose inputs and outputs have the same channel blocks). Those costs go to the
+log as records marked with the network's fingerprint and the layer's blocks (``Record.network``); ``compile
+--log`` (``TunedKernels``) then chooses each layer's kernel among the latest of them. A whole-network check times
+the untuned network, the one of the fastest configs alone and the chosen one, in turn, and reports them.
 """
 from __future__ import annotations
 
@@ -96,7 +101,7 @@ class Layer:
     nodes: list[str]
     candidates: list[Candidate]
     blocks: tuple[int, int] | None = None  # (input, output) channel blocks of its nodes; None: a dense layer
-    seconds: list[list[float]] = field(default_factory=list)  # per candidate: per round, seconds per call
+    seconds: list[list[float]] = field(default_factory=list)  # per candidate: per round, seconds per call and its readers'
 
     def median(self, k: int) -> float:
         return statistics.median(self.seconds[k]) if k < len(self.seconds) and self.seconds[k] else float("inf")
@@ -217,8 +222,9 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
            runs: int = 5, shapes: Mapping[str, Sequence[int]] | None = None, num_threads: int | None = None,
            check: bool = True, force: bool = True,
            progress: Callable[[str], None] | None = None) -> RefineResult:
-    """Time each layer's ``top_k`` configs of ``log`` (and its untuned kernel) inside the compiled network and
-    append the timings to ``log``, so that ``compile(model, log=log)`` runs each layer's fastest there.
+    """Time each layer's ``top_k`` configs of ``log`` (and its untuned kernel) inside the compiled network, each
+    with the calls that read its output (see the module docstring), and append the costs to ``log``, so that
+    ``compile(model, log=log)`` runs each layer's cheapest there.
 
     ``rounds`` profiles of ``runs`` runs per candidate network; ``check`` times whole networks at the end.
     Without ``force``, nothing is timed when the log's latest refinement of this network came after its last
@@ -250,8 +256,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
         return RefineResult(fingerprint, [], {}, time.perf_counter() - start, 0, skipped=True)
     layers = layer_candidates(g, target, alone, top_k)
     by_node = {n: layer for layer in layers for n in layer.nodes}
-    width = max((len(l.candidates) for l in layers), default=0)
-    if width == 0:
+    if not layers:
         say("refine: no layer has a tuned config to compare with its untuned kernel")
         return RefineResult(fingerprint, [], {}, time.perf_counter() - start, 0)
 
@@ -262,21 +267,32 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
 
         return load_program(build_program(g, target, choose), target, num_threads)
 
-    modules = []
-    for i in range(width):
-        say(f"refine: building candidate network {i + 1}/{width}")
-        modules.append(network(lambda layer, i=i: min(i, len(layer.candidates) - 1)))
-    inputs = random_inputs(modules[0])
+    readers = _readers(g)
+    current = {id(layer): 0 for layer in layers}  # each layer's choice so far: first its fastest alone
+    phases = _phases(g, layers)
+    inputs = None
     for layer in layers:
         layer.seconds = [[] for _ in layer.candidates]
-    say(f"refine: timing {sum(len(l.candidates) for l in layers)} kernels of {len(layers)} layers in "
-        f"{width} networks, {rounds} rounds")
-    for r in range(rounds):
-        for i in (*range(r % width, width), *range(r % width)):  # a different network first each round
-            per_node = {row["node"]: row["seconds"] for row in modules[i].profile(*inputs, repeat=runs)}
-            for layer in layers:
-                if i < len(layer.candidates):  # a layer of fewer candidates runs its last in the other networks
-                    layer.seconds[i].append(sum(per_node[n] for n in layer.nodes) / len(layer.nodes))
+    for p, phase in enumerate(phases, 1):
+        mine = {id(layer) for layer in phase}
+        count = max(len(layer.candidates) for layer in phase)
+        modules = []
+        for i in range(count):
+            say(f"refine: phase {p}/{len(phases)}, building candidate network {i + 1}/{count}")
+            modules.append(network(lambda layer, i=i: min(i, len(layer.candidates) - 1) if id(layer) in mine
+                                   else current[id(layer)]))
+        inputs = inputs or random_inputs(modules[0])
+        say(f"refine: phase {p}/{len(phases)}, timing {sum(len(l.candidates) for l in phase)} kernels of "
+            f"{len(phase)} layers in {count} networks, {rounds} rounds")
+        for r in range(rounds):
+            for i in (*range(r % count, count), *range(r % count)):  # a different network first each round
+                per_node = {row["node"]: row["seconds"] for row in modules[i].profile(*inputs, repeat=runs)}
+                for layer in phase:
+                    if i < len(layer.candidates):  # a layer of fewer candidates runs its last in the other networks
+                        layer.seconds[i].append(sum(per_node[n] + sum(per_node.get(m, 0.0) for m in readers[n])
+                                                    for n in layer.nodes) / len(layer.nodes))
+        for layer in phase:
+            current[id(layer)] = layer.chosen
     stamp = time.time()
     spent = time.perf_counter() - start
     records = [dataclasses.replace(Record.from_measurement(
@@ -287,10 +303,40 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     timings: dict[str, float] = {}
     if check:
         say("refine: timing the untuned, the fastest-alone and the chosen networks")
-        nets = {"untuned": load_program(build_program(g, target, None), target, num_threads), "fastest_alone":
-                modules[0], "chosen": network(lambda layer: layer.chosen)}
+        nets = {"untuned": load_program(build_program(g, target, None), target, num_threads),
+                "fastest_alone": network(lambda layer: 0), "chosen": network(lambda layer: layer.chosen)}
         timings = whole_network_seconds(nets, inputs, rounds)
     return RefineResult(fingerprint, layers, timings, time.perf_counter() - start, written)
+
+
+def _readers(g: Graph) -> dict[str, list[str]]:
+    """The nodes that read each node's outputs."""
+    reads: dict[str, list[str]] = {}
+    for node in g.nodes:
+        for v in node.inputs:
+            reads.setdefault(v, []).append(node.name)
+    return {node.name: [m for v in node.outputs for m in reads.get(v, ())] for node in g.nodes}
+
+
+def _phases(g: Graph, layers: Sequence[Layer]) -> list[list[Layer]]:
+    """The layers in groups none of which reads another's output (greedy colouring of the layers, in network
+    order, by the producer-reader pairs of their nodes): a phase varies its layers while the others keep their
+    choice, so what a layer's readers spend is the layer's doing."""
+    layer_of = {n: layer for layer in layers for n in layer.nodes}
+    readers = _readers(g)
+    neighbours: dict[int, set[int]] = {id(layer): set() for layer in layers}
+    for layer in layers:
+        for n in layer.nodes:
+            for m in readers[n]:
+                other = layer_of.get(m)
+                if other is not None and other is not layer:
+                    neighbours[id(layer)].add(id(other))
+                    neighbours[id(other)].add(id(layer))
+    colour: dict[int, int] = {}
+    for layer in layers:
+        taken = {colour[o] for o in neighbours[id(layer)] if o in colour}
+        colour[id(layer)] = next(c for c in range(len(layers) + 1) if c not in taken)
+    return [[l for l in layers if colour[id(l)] == c] for c in sorted(set(colour.values()))]
 
 
 def whole_network_seconds(modules: Mapping[str, object], inputs: Sequence[np.ndarray], rounds: int,
