@@ -249,10 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Kernels timed alone do not rank as inside a network (the weights of the whole "
                                     "model pass through the cache on every run; each input was written by other "
                                     "threads). For each layer, compile the network with each of its --top fastest "
-                                    "configs of the log and its untuned kernel, time every layer among the others, "
-                                    "and append these timings to the log: 'tensortune compile MODEL --log LOG' then "
-                                    "runs each layer's fastest in the network. Run it on the machine that will run "
-                                    "the network (a log tuned elsewhere, or by 'tune-model --no-refine').")
+                                    "configs of the log and its untuned kernel, time every layer among the others "
+                                    "(its cost: its calls plus the calls that read its output, since how a kernel "
+                                    "splits its output among threads decides what its reader finds in its own "
+                                    "core's cache), and append these costs to the log: 'tensortune compile MODEL "
+                                    "--log LOG' then runs each layer's cheapest in the network. Run it on the "
+                                    "machine that will run the network (a log tuned elsewhere, or by 'tune-model "
+                                    "--no-refine').")
     rf.add_argument("model", metavar="MODEL.onnx")
     rf.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to)")
     _network_options(rf)
@@ -879,6 +882,7 @@ def _print_refine(result, layers: bool = True) -> None:
             alone = _fmt_seconds(c.alone) if c.alone is not None else "-"
             print(f"  {l.workload[:58]:<58} {len(l.nodes):>3} {c.label[:36]:<36} "
                   f"{_fmt_seconds(l.median(l.chosen)):>10} {alone:>10}")
+        print("  (in network: the layer's calls plus the calls reading its output, median; alone: its kernel alone)")
 
 
 def cmd_refine(args: argparse.Namespace) -> int:
