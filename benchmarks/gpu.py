@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 PROTOCOL = ("CUDA events around back-to-back launches lasting >= 20 ms per repeat, median of 5 repeats after a "
-            "warm-up; inputs resident on the GPU; float32; PyTorch with TF32 off "
+            "warm-up; inputs resident on the GPU; float32; PyTorch's calls replayed from a CUDA graph (its time "
+            "launched from Python also recorded), with TF32 off "
             "(torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False)")
 REPEAT, MIN_REPEAT_MS = 5, 20.0
 
@@ -172,11 +173,13 @@ def tune_and_compare(target, operator: str, shape: dict, label: str, trials: int
         return row
     row["best_config"] = task.config(result.best_index).to_json()
     ours = time_tensortune(task, result.best_index)
-    peer = time_torch(operator, shape)
-    row.update(ours_ms=ours * 1e3, torch_ms=peer * 1e3, ours_tflops=task.flops / ours / 1e12,
-               torch_tflops=task.flops / peer / 1e12, speedup=peer / ours)
-    print(f"{label}: tensortune {ours * 1e3:.4f} ms, PyTorch {peer * 1e3:.4f} ms, ratio {peer / ours:.2f}x "
-          f"({trials} trials, {tune_s:.0f} s)", flush=True)
+    eager, peer = time_torch(operator, shape)
+    row.update(ours_ms=ours * 1e3, torch_ms=peer * 1e3, torch_eager_ms=eager * 1e3,
+               ours_tflops=task.flops / ours / 1e12, torch_tflops=task.flops / peer / 1e12, speedup=peer / ours,
+               speedup_vs_eager=eager / ours)
+    print(f"{label}: tensortune {ours * 1e3:.4f} ms, PyTorch {peer * 1e3:.4f} ms in a CUDA graph "
+          f"({eager * 1e3:.4f} ms launched from Python), ratio {peer / ours:.2f}x ({trials} trials, {tune_s:.0f} s)",
+          flush=True)
     return row
 
 
@@ -199,7 +202,9 @@ def time_tensortune(task, index: int) -> float:
     return seconds
 
 
-def time_torch(operator: str, shape: dict) -> float:
+def time_torch(operator: str, shape: dict) -> tuple[float, float]:
+    """Seconds per call of PyTorch's operator (cuBLAS / cuDNN): launched from Python, and replayed from a CUDA
+    graph."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -225,26 +230,48 @@ def time_torch(operator: str, shape: dict) -> float:
         for _ in range(3):
             call()
         torch.cuda.synchronize()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        count = 1
-        while True:  # calibrate the number of calls per repeat
-            start.record()
-            for _ in range(count):
+        eager = _median_per_call(call, torch)
+        # the same calls replayed from a CUDA graph: the GPU's time without Python's per-call launch overhead,
+        # which exceeds the kernels' own time on small batch-1 layers
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
                 call()
-            stop.record()
-            stop.synchronize()
-            ms = start.elapsed_time(stop)
-            if ms >= MIN_REPEAT_MS or count >= 1 << 16:
-                break
-            count = max(count * 2, int(count * MIN_REPEAT_MS / max(ms, 1e-3)) + 1)
-        times = []
-        for _ in range(REPEAT):
-            start.record()
-            for _ in range(count):
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(GRAPH_CALLS):
                 call()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop) / count * 1e-3)
+        replayed = _median_per_call(graph.replay, torch) / GRAPH_CALLS
+    return eager, replayed
+
+
+GRAPH_CALLS = 64
+
+
+def _median_per_call(call, torch) -> float:
+    """Seconds per ``call``: the median of REPEAT timings of enough back-to-back calls to last MIN_REPEAT_MS."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    count = 1
+    while True:  # calibrate the number of calls per repeat
+        start.record()
+        for _ in range(count):
+            call()
+        stop.record()
+        stop.synchronize()
+        ms = start.elapsed_time(stop)
+        if ms >= MIN_REPEAT_MS or count >= 1 << 16:
+            break
+        count = max(count * 2, int(count * MIN_REPEAT_MS / max(ms, 1e-3)) + 1)
+    times = []
+    for _ in range(REPEAT):
+        start.record()
+        for _ in range(count):
+            call()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / count * 1e-3)
     return statistics.median(times)
 
 
@@ -266,14 +293,15 @@ def summary(rows: list[dict]) -> dict:
 
 def table(out: dict) -> str:
     lines = [f"GPU: {out['gpu']} ({out['target']}); {out['protocol']}", "",
-             "| workload | tensortune ms | PyTorch ms | tensortune TFLOP/s | PyTorch TFLOP/s | PyTorch time / ours "
-             "| trials |",
-             "|---|---|---|---|---|---|---|"]
+             "| workload | tensortune ms | PyTorch ms (graph) | PyTorch ms (eager) | tensortune TFLOP/s | PyTorch TFLOP/s "
+             "| PyTorch graph time / ours | trials |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in out.get("results", []):
         if "speedup" not in r:
-            lines.append(f"| {r['name']} | failed: {r.get('error', '')} | | | | | {r['trials']} |")
+            lines.append(f"| {r['name']} | failed: {r.get('error', '')} | | | | | | {r['trials']} |")
             continue
-        lines.append(f"| {r['name']} | {r['ours_ms']:.4f} | {r['torch_ms']:.4f} | {r['ours_tflops']:.2f} | "
+        lines.append(f"| {r['name']} | {r['ours_ms']:.4f} | {r['torch_ms']:.4f} | {r['torch_eager_ms']:.4f} | "
+                     f"{r['ours_tflops']:.2f} | "
                      f"{r['torch_tflops']:.2f} | {r['speedup']:.2f} | {r['trials']} |")
     checks = out.get("correctness", [])
     if checks:

@@ -16,6 +16,9 @@ DEST="${OUT:-results/gpu}"
 mkdir -p "$DEST"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee "$DEST/nvidia_smi.txt"
 nvcc --version | tail -1
-timeout 120 python3 -m pytest -q -x tests/test_cuda_runtime.py tests/test_cuda_codegen.py 2>&1 | tail -15 | tee "$DEST/pytest.txt"
-timeout 480 python3 benchmarks/gpu.py --quick --json "$DEST/gpu_quick.json" --log "$DEST/gpu_quick.log.jsonl" \
+python3 -c 'import sys, numpy; from importlib import metadata as m; print(sys.version.split()[0], "numpy", numpy.__version__,
+    "cuda-bindings", m.version("cuda-bindings"), "xgboost", m.version("xgboost-cpu"))' 2>&1 | tee -a "$DEST/nvidia_smi.txt"
+timeout "${GPU_PYTEST_S:-120}" python3 -m pytest -q -rs -x -p no:cacheprovider tests/test_cuda_runtime.py \
+    tests/test_cuda_codegen.py 2>&1 | tee "$DEST/pytest.txt" | tail -25
+timeout "${GPU_BENCH_S:-480}" python3 benchmarks/gpu.py --quick --json "$DEST/gpu_quick.json" --log "$DEST/gpu_quick.log.jsonl" \
     ${GPU_CHECK_ARGS:-} 2>&1 | tee "$DEST/gpu_quick.txt"
