@@ -27,6 +27,27 @@ def test_gpu_available_reports_instead_of_raising():
     assert isinstance(ok, bool) and isinstance(why, str) and why
 
 
+def test_a_binding_without_a_driver_library_is_reported_as_no_gpu(monkeypatch):
+    """cuda-python installed (PyTorch's CUDA wheels bring it) on a machine with no NVIDIA driver: its first call
+    raises while loading libcuda; that is 'no GPU here', not a crash."""
+    import types
+
+    import tensortune.runtime.cuda as cuda
+
+    def no_driver(flags):
+        raise RuntimeError('"cuda" is an NVIDIA driver library and can only be found via system search')
+
+    monkeypatch.setattr(cuda, "_binding", lambda: types.SimpleNamespace(cuInit=no_driver))
+    cuda.driver.cache_clear()
+    try:
+        ok, why = gpu_available()
+        assert not ok and "driver library cannot be loaded" in why and "NVIDIA driver library" in why
+        with pytest.raises(CudaUnavailableError):
+            cuda.driver()
+    finally:
+        cuda.driver.cache_clear()
+
+
 @needs_nvcc
 @pytest.mark.skipif(GPU, reason="checks the message of a machine without a GPU")
 def test_loading_a_cuda_kernel_without_a_gpu_says_what_is_missing():

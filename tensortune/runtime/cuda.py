@@ -62,7 +62,11 @@ class _Driver:
 
     def __init__(self) -> None:
         self.cu = _binding()
-        self.check(self.cu.cuInit(0), "cuInit")
+        try:
+            initialised = self.cu.cuInit(0)
+        except RuntimeError as e:  # the binding found no driver library (libcuda) to load: no NVIDIA driver
+            raise CudaUnavailableError(f"the CUDA driver library cannot be loaded ({e}); {INSTALL_HINT}") from e
+        self.check(initialised, "cuInit")
         count = self.check(self.cu.cuDeviceGetCount(), "cuDeviceGetCount")
         if int(count) < 1:
             raise CudaUnavailableError("the CUDA driver reports no GPU on this machine")
