@@ -300,8 +300,8 @@ def table(out: dict) -> str:
         if "speedup" not in r:
             lines.append(f"| {r['name']} | failed: {r.get('error', '')} | | | | | | {r['trials']} |")
             continue
-        lines.append(f"| {r['name']} | {r['ours_ms']:.4f} | {r['torch_ms']:.4f} | {r['torch_eager_ms']:.4f} | "
-                     f"{r['ours_tflops']:.2f} | "
+        eager = f"{r['torch_eager_ms']:.4f}" if "torch_eager_ms" in r else ""  # rows of runs before the graph
+        lines.append(f"| {r['name']} | {r['ours_ms']:.4f} | {r['torch_ms']:.4f} | {eager} | {r['ours_tflops']:.2f} | "
                      f"{r['torch_tflops']:.2f} | {r['speedup']:.2f} | {r['trials']} |")
     checks = out.get("correctness", [])
     if checks:

@@ -156,15 +156,16 @@ def test_gpu_benchmark_without_a_gpu_says_so_and_summarises_rows(script, tmp_pat
         assert "no GPU to benchmark on" in capsys.readouterr().err
     rows = [{"name": "matmul 4096", "trials": 8, "ours_ms": 2.0, "torch_ms": 1.0, "ours_tflops": 1.0,
              "torch_tflops": 2.0, "speedup": 0.5},
-            {"name": "resnet18:C1 b1", "trials": 8, "ours_ms": 1.0, "torch_ms": 1.0, "ours_tflops": 1.0,
-             "torch_tflops": 1.0, "speedup": 1.0},
+            {"name": "resnet18:C1 b1", "trials": 8, "ours_ms": 1.0, "torch_ms": 1.0, "torch_eager_ms": 3.0,
+             "ours_tflops": 1.0, "torch_tflops": 1.0, "speedup": 1.0},
             {"name": "resnet18:C2 b1", "trials": 8, "error": "none valid"}]
     summary = gpu.summary(rows)
     assert summary["matmul_4096_vs_cublas"] == 0.5 and summary["resnet18_b1_geomean_vs_cudnn"] == 1.0
     assert summary["targets"] == {"matmul_4096 >= 0.8": False, "resnet18_b1_geomean >= 0.8": True}
     text = gpu.table({"gpu": "NVIDIA H200", "target": "cuda -arch=sm_90", "protocol": "p", "results": rows,
                       "summary": summary})
-    assert "NVIDIA H200" in text and "| matmul 4096 | 2.0000 | 1.0000 |" in text and "failed: none valid" in text
+    assert "NVIDIA H200" in text and "| matmul 4096 | 2.0000 | 1.0000 |  |" in text and "failed: none valid" in text
+    assert "| resnet18:C1 b1 | 1.0000 | 1.0000 | 3.0000 | 1.00 |" in text
 
 
 def test_pretrain_holds_a_shape_out_in_every_template_and_saves_a_loadable_model(script, tmp_path):
