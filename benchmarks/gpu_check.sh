@@ -1,10 +1,12 @@
 #!/bin/bash
-# The GPU check, for a session that is lent a GPU machine (about 10 minutes on an H200):
+# The GPU check, for a session that is lent a GPU machine (191 s on an H200 on 2026-12-04, start not counted):
 #   1. here, once:           bash benchmarks/gpu_wheels.sh          (xgboost wheel into .whl/)
 #   2. device tool, run:     command "bash benchmarks/gpu_check.sh", carry [".whl"], timeout_s 600
 # It installs the carried wheels, checks every GPU operator against numpy on the GPU (tests/test_cuda_runtime.py
 # and the benchmark's correctness pass), tunes matmul 4096 and ResNet-18 C1-C12 at batch 1 briefly, compares with
 # PyTorch (cuBLAS/cuDNN, TF32 off) and writes $OUT/gpu_quick.json (or results/gpu/ without $OUT) and its log.
+# GPU_PYTEST_S and GPU_BENCH_S cap the tests' and the benchmark's seconds (120, 480); GPU_CHECK_ARGS adds
+# arguments of benchmarks/gpu.py (e.g. "--conv-trials 48 --batches 1 16").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ls .whl/*.whl >/dev/null 2>&1; then
