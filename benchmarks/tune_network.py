@@ -13,6 +13,9 @@ tuning minutes (compile and timing at the checkpoints not counted); the minutes 
 within 5% of the run's best; and, last, the strategies' final modules timed in turns with onnxruntime, in
 ``--final-processes`` sets of fresh timing processes (each peer's figure the median of its processes' medians:
 one network timed in separate processes differs by 4-10% on the hosts we use, more than the strategies do).
+With ``--in-turns`` the strategies are tuned side by side instead, one round of each in turn (``run_in_turns``),
+to ``--trials`` only: on a host whose speed changes in spells (BENCHMARKS.md, Zen 4), two runs tuned one after
+the other meet different spells, and that decides a single comparison more than the strategies do.
 
     python benchmarks/tune_network.py --model resnet18 --trials 500 --strategies gradient round-robin \\
         --json results/tune_network_resnet18.json --png docs/figures/tune_network_resnet18.png
@@ -91,37 +94,88 @@ def cold_measurer(stack: contextlib.ExitStack):
 
 
 def tune_strategy(strategy: str, args, model: Path, work: Path, out: Path) -> dict:
-    from tensortune.network.tuning import tune_model
+    """Tune with ``strategy`` from an empty log up to each checkpoint, compiling and timing the network at each."""
+    log = start_log(strategy, args, out)
+    curve, points, tuned_s = [], [], 0.0
+    with contextlib.ExitStack() as stack:
+        timed_alone = cold_measurer(stack) if args.cold else None
+        for checkpoint in sorted(c for c in set(args.checkpoints) | {args.trials} if c <= args.trials):
+            start = time.perf_counter()
+            result = tune_to(strategy, checkpoint, args, model, log, timed_alone)
+            curve += [(trials, (tuned_s + seconds) / 60, est) for trials, seconds, est in result.curve]
+            tuned_s += refine_log(args, model, log) + time.perf_counter() - start
+            points.append(checkpoint_point(strategy, checkpoint, args, model, work, log, result, tuned_s))
+    return strategy_report(log, curve, points)
 
-    name = label(strategy, args)
-    log = out / f"{args.model}-{name}.jsonl"
+
+def tune_in_turns(args, model: Path, work: Path, out: Path) -> dict[str, dict]:
+    """Tune every strategy to ``--trials`` side by side, the runs taking turns round by round (``run_in_turns``),
+    so that a host's slow spells fall on all of them alike; then refine, compile and time each. A run's minutes
+    are its own turns' (and its curve's times are scaled to them)."""
+    from tensortune.autotvm.scheduler import run_in_turns
+
+    logs = {s: start_log(s, args, out) for s in args.strategies}
+    with contextlib.ExitStack() as stack:
+        timed_alone = cold_measurer(stack) if args.cold else None
+        start = time.perf_counter()
+        results, turns = run_in_turns({
+            s: (lambda turn, s=s: tune_to(s, args.trials, args, model, logs[s], timed_alone, turn=turn))
+            for s in args.strategies})
+        wall = time.perf_counter() - start
+    reports = {}
+    for s in args.strategies:
+        scale = turns.seconds[s] / wall if wall > 0 else 1.0
+        curve = [(trials, seconds * scale / 60, est) for trials, seconds, est in results[s].curve]
+        tuned_s = turns.seconds[s] + refine_log(args, model, logs[s])
+        point = checkpoint_point(s, args.trials, args, model, work, logs[s], results[s], tuned_s)
+        reports[label(s, args)] = strategy_report(logs[s], curve, [point])
+    return reports
+
+
+def start_log(strategy: str, args, out: Path) -> Path:
+    """The strategy's log in ``out``, emptied unless ``--resume``."""
+    log = out / f"{args.model}-{label(strategy, args)}.jsonl"
     if log.exists() and not args.resume:
         log.unlink()
-    curve, points, tuned_s = [], [], 0.0
-    stack = contextlib.ExitStack()
-    timed_alone = cold_measurer(stack) if args.cold else None
-    for checkpoint in sorted(c for c in set(args.checkpoints) | {args.trials} if c <= args.trials):
-        start = time.perf_counter()
-        result = tune_model(str(model), checkpoint, log, strategy=strategy.removesuffix(WARM), tuner=args.tuner,
-                            fresh_input=not strategy.endswith(WARM), seed=args.seed,
-                            progress=not args.quiet, measure=timed_alone, pretrained=not args.no_pretrained)
-        curve += [(trials, (tuned_s + seconds) / 60, est) for trials, seconds, est in result.curve]
-        if not args.no_refine:  # as tune-model does at its end: counted in the tuning minutes
-            from tensortune.network import refine
+    return log
 
-            refine(str(model), log, force=False)
-        tuned_s += time.perf_counter() - start
-        network = work / f"{args.model}-{name}-{checkpoint}.tt"
-        built = compile_network(model, network, work / "cache", str(log))
-        lat = measure(model, {"tensortune": network}, work, args.threads, args.checkpoint_repeat, args.min_ms)
-        point = {"trials": checkpoint, "minutes": tuned_s / 60, "estimated_s": result.estimated_latency,
-                 "measured_s": lat["tensortune"], "onnxruntime_s": lat["onnxruntime"],
-                 "tuned_calls": built.get("tuned_calls"), "calls": built.get("calls")}
-        points.append(point)
-        print(f"{name}: {checkpoint} trials, {point['minutes']:.1f} min tuning: estimated "
-              f"{_ms(point['estimated_s'])}, measured {_ms(point['measured_s'])}, onnxruntime "
-              f"{_ms(point['onnxruntime_s'])}", flush=True)
-    stack.close()
+
+def tune_to(strategy: str, trials: int, args, model: Path, log: Path, measure=None, turn=None):
+    from tensortune.network.tuning import tune_model
+
+    return tune_model(str(model), trials, log, strategy=strategy.removesuffix(WARM), tuner=args.tuner,
+                      fresh_input=not strategy.endswith(WARM), seed=args.seed, progress=not args.quiet and turn is None,
+                      measure=measure, pretrained=not args.no_pretrained, turn=turn)
+
+
+def refine_log(args, model: Path, log: Path) -> float:
+    """Refine the log as tune-model does at its end (unless ``--no-refine``); its seconds (counted as tuning)."""
+    if args.no_refine:
+        return 0.0
+    from tensortune.network import refine
+
+    start = time.perf_counter()
+    refine(str(model), log, force=False)
+    return time.perf_counter() - start
+
+
+def checkpoint_point(strategy: str, checkpoint: int, args, model: Path, work: Path, log: Path, result,
+                     tuned_s: float) -> dict:
+    """Compile the network with the log and time it with onnxruntime; the checkpoint's row."""
+    name = label(strategy, args)
+    network = work / f"{args.model}-{name}-{checkpoint}.tt"
+    built = compile_network(model, network, work / "cache", str(log))
+    lat = measure(model, {"tensortune": network}, work, args.threads, args.checkpoint_repeat, args.min_ms)
+    point = {"trials": checkpoint, "minutes": tuned_s / 60, "estimated_s": result.estimated_latency,
+             "measured_s": lat["tensortune"], "onnxruntime_s": lat["onnxruntime"],
+             "tuned_calls": built.get("tuned_calls"), "calls": built.get("calls")}
+    print(f"{name}: {checkpoint} trials, {point['minutes']:.1f} min tuning: estimated "
+          f"{_ms(point['estimated_s'])}, measured {_ms(point['measured_s'])}, onnxruntime "
+          f"{_ms(point['onnxruntime_s'])}", flush=True)
+    return point
+
+
+def strategy_report(log: Path, curve: list, points: list[dict]) -> dict:
     measured = [p for p in points if isinstance(p["measured_s"], float)]
     within = None
     if measured:
@@ -230,7 +284,12 @@ def main() -> int:
                         "records)")
     p.add_argument("--no-refine", action="store_true",
                    help="compile each checkpoint's log as tuned, without timing the layers' best configs in the network")
+    p.add_argument("--in-turns", action="store_true",
+                   help="tune the strategies side by side, round by round in turns, to --trials (no other "
+                        "checkpoints), so that the host's slow spells fall on each alike")
     args = p.parse_args()
+    if args.in_turns and len(args.strategies) < 2:
+        p.error("--in-turns compares strategies: give at least two")
 
     from tensortune import Target
 
@@ -242,7 +301,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tt-tune-network-") as tmp:
         work = Path(tmp)
         model = prepare(work, args.model)
-        for strategy in args.strategies:
+        if args.in_turns:
+            report["in_turns"] = True
+            report["strategies"] = tune_in_turns(args, model, work, out)
+        for strategy in [] if args.in_turns else args.strategies:
             report["strategies"][label(strategy, args)] = tune_strategy(strategy, args, model, work, out)
             if args.json:
                 write_json(args.json, report)

@@ -9,7 +9,7 @@ import pytest
 
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import load_records
-from tensortune.autotvm.scheduler import Strategy, TaskScheduler, WeightedTask, tune_network
+from tensortune.autotvm.scheduler import Strategy, TaskScheduler, Turns, WeightedTask, run_in_turns, tune_network
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import TEMPLATES
 from tensortune.autotvm.templates.matmul import matmul_template
@@ -262,3 +262,64 @@ def test_bad_arguments_are_tune_errors():
         WeightedTask(FLAT, 0)
     with pytest.raises(TuneError, match="same weight"):
         TaskScheduler([WeightedTask(DIRECT, 1, "C"), WeightedTask(WINOGRAD, 2, "C")], 10)
+
+
+class LoggedMeasure(FakeMeasure):
+    """A FakeMeasure that also appends ``name`` to a shared list at each batch."""
+
+    def __init__(self, name: str, order: list):
+        super().__init__()
+        self.name, self.order = name, order
+
+    def __call__(self, inputs):
+        self.order.append(self.name)
+        return super().__call__(inputs)
+
+
+def test_schedulers_in_turns_alternate_their_rounds_and_find_what_they_find_alone():
+    order: list[str] = []
+    options = dict(tuner="random", round_size=16, seed=5, progress=False)
+    strategies = {"gradient": 160, "round-robin": 96}  # the second stops first: the first then runs on alone
+
+    def job(strategy, trials):
+        measure = LoggedMeasure(strategy, order)
+        return lambda turn: (tune_network([FLAT, STEEP, STEEP2], trials, measure=measure, strategy=strategy,
+                                          turn=turn, **options), measure)
+
+    results, turns = run_in_turns({s: job(s, n) for s, n in strategies.items()})
+    rr_rounds = order.count("round-robin")
+    assert order[:2 * rr_rounds] == ["gradient", "round-robin"] * rr_rounds
+    assert set(order[2 * rr_rounds:]) == {"gradient"}
+    assert set(turns.seconds) == set(strategies) and all(t > 0 for t in turns.seconds.values())
+    for strategy, trials in strategies.items():
+        alone = FakeMeasure()
+        expected = tune_network([FLAT, STEEP, STEEP2], trials, measure=alone, strategy=strategy, **options)
+        result, measure = results[strategy]
+        assert measure.calls == alone.calls
+        assert result.trials == expected.trials and result.best_latency == expected.best_latency
+
+
+def test_a_failing_run_in_turns_raises_once_the_others_have_finished():
+    finished = []
+
+    def fails(turn):
+        with turn():
+            raise RuntimeError("boom")
+
+    def works(turn):
+        for _ in range(3):
+            with turn():
+                pass
+        finished.append(True)
+        return 7
+
+    with pytest.raises(RuntimeError, match="boom"):
+        run_in_turns({"fails": fails, "works": works})
+    assert finished == [True]
+    with pytest.raises(TuneError, match="distinct names"):
+        Turns(["a", "a"])
+    turns = Turns(["a", "b"])
+    turns.finish("a")
+    with pytest.raises(TuneError, match="not taking turns"):
+        with turns.turn("a"):
+            pass

@@ -45,11 +45,12 @@ import contextlib
 import math
 import os
 import random
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from typing import Callable, ContextManager, Iterator, Mapping, Sequence, TypeVar
 
 from ..env import usable_cores
 from .measure.result import MeasureInput
@@ -59,6 +60,8 @@ from .task import Task
 from .tune import TRANSFER_TUNERS, TUNERS, MeasureFn, TuneError, TuningRun, make_tuner, open_measurer
 from .tuner import Tuner, XGBTuner
 from .workers import spawn_pool
+
+T = TypeVar("T")
 
 
 class Strategy(Enum):
@@ -149,13 +152,17 @@ class TaskScheduler:
     against the forward estimate; ``window`` is how many rounds back the backward gradient looks;
     ``epsilon`` is the share of rounds given to a random unfinished task. ``pretrained=False``: the tuners start
     without the cost model shipped for the target's ISA, and learn from the other tasks' records instead.
+    ``turn``: a function giving a context manager that the opening of the tasks and each round (its choice,
+    search, measurement and record) run inside; a caller running several schedulers side by side passes one that
+    lets them take turns, so that none of them measures while another searches.
     """
 
     def __init__(self, tasks: Sequence[WeightedTask | Task], n_trial: int, tuner: str = "xgb",
                  round_size: int = 16, log_file: str | os.PathLike | None = None, measure: MeasureFn | None = None,
                  strategy: Strategy | str = Strategy.GRADIENT, early_stopping: int | None = None,
                  seed: int | None = None, alpha: float = 0.2, window: int = 3, epsilon: float = 0.05,
-                 history: Sequence[Record] = (), progress: bool = True, pretrained: bool = True):
+                 history: Sequence[Record] = (), progress: bool = True, pretrained: bool = True,
+                 turn: Callable[[], ContextManager] | None = None):
         items = [t if isinstance(t, WeightedTask) else WeightedTask(t) for t in tasks]
         if not items:
             raise TuneError("a network with no tasks has nothing to tune")
@@ -175,6 +182,7 @@ class TaskScheduler:
         self.rng = random.Random(seed)
         self.history = list(history)
         self.pretrained = pretrained
+        self.turn = turn or contextlib.nullcontext
         self._feature_pool: ProcessPoolExecutor | None = None
         self._first_latency: dict[tuple[str, str], float] = {}  # group: weight x its first latency measured
 
@@ -186,29 +194,32 @@ class TaskScheduler:
             if isinstance(self.tuner_name, str) and issubclass(TUNERS.get(self.tuner_name, Tuner), TRANSFER_TUNERS):
                 self._feature_pool = spawn_pool(usable_cores())
                 stack.callback(self._feature_pool.shutdown, wait=False, cancel_futures=True)
-            states = [self._open(i, stack) for i in range(len(self.items))]
+            with self.turn():
+                states = [self._open(i, stack) for i in range(len(self.items))]
             result = NetworkTuneResult(self.items, [], [], [])
             total = sum(s.run.done for s in states)
             display = stack.enter_context(progress_display("network", self.n_trial, min(total, self.n_trial),
                                                            self.progress))
             measure = self.measure
-            turn = 0
+            rounds = 0
             while True:
-                reason = self._stop_reason(states, total)
-                if reason is not None:
-                    break
-                state = self._pick(states, turn)
-                turn += 1
-                if measure is None:
-                    measure = open_measurer(stack)
-                n = min(self._round_trials(state, states), self.n_trial - total, state.run.n_trial - state.run.done)
-                self._refresh_history(state, states)
-                indices = state.tuner.next_batch(n)
-                if not indices:
-                    state.run.n_trial = state.run.done  # exhausted: finished
-                    continue
-                inputs = [MeasureInput(state.item.task, i) for i in indices]
-                batch_best = state.run.record(inputs, list(measure(inputs)))
+                with self.turn():
+                    reason = self._stop_reason(states, total)
+                    if reason is not None:
+                        break
+                    state = self._pick(states, rounds)
+                    rounds += 1
+                    if measure is None:
+                        measure = open_measurer(stack)
+                    n = min(self._round_trials(state, states), self.n_trial - total,
+                            state.run.n_trial - state.run.done)
+                    self._refresh_history(state, states)
+                    indices = state.tuner.next_batch(n)
+                    if not indices:
+                        state.run.n_trial = state.run.done  # exhausted: finished
+                        continue
+                    inputs = [MeasureInput(state.item.task, i) for i in indices]
+                    batch_best = state.run.record(inputs, list(measure(inputs)))
                 total += len(inputs)
                 state.curve.append((state.run.done, state.latency))
                 estimate = network_latency(self.items, [s.latency for s in states])
@@ -325,6 +336,77 @@ class TaskScheduler:
             records += [r for r in load_records(self.log_file) if not r.matches(state.item.task)]
         state.tuner.set_history(records)
         state.history_size = others
+
+
+class Turns:
+    """Runs that take turns: ``turn(name)`` waits until it is ``name``'s turn and, on leaving, passes the turn to
+    the next of ``names`` still running (in their order); ``finish(name)`` takes a run out. Two tuning runs
+    compared on one machine see the same spells of a noisy host this way (``run_in_turns``); ``seconds[name]``
+    is the time each spent inside its turns."""
+
+    def __init__(self, names: Sequence[str]):
+        if not names or len(set(names)) != len(names):
+            raise TuneError(f"runs taking turns need distinct names, got {list(names)!r}")
+        self.order = list(names)
+        self.live = set(names)
+        self.current = 0
+        self.seconds = dict.fromkeys(names, 0.0)
+        self._cv = threading.Condition()
+
+    @contextlib.contextmanager
+    def turn(self, name: str) -> Iterator[None]:
+        with self._cv:
+            if name not in self.live:
+                raise TuneError(f"run {name!r} is not taking turns (finished, or not one of {self.order})")
+            self._cv.wait_for(lambda: self.order[self.current] == name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self.seconds[name] += time.perf_counter() - start
+                self._advance()
+
+    def finish(self, name: str) -> None:
+        with self._cv:
+            self.live.discard(name)
+            if self.order[self.current] == name:
+                self._advance()
+
+    def _advance(self) -> None:  # (holding the lock)
+        n = len(self.order)
+        for step in range(1, n + 1):
+            if self.order[(self.current + step) % n] in self.live:
+                self.current = (self.current + step) % n
+                break
+        self._cv.notify_all()
+
+
+def run_in_turns(jobs: Mapping[str, Callable[[Callable[[], ContextManager]], T]]) -> tuple[dict[str, T], Turns]:
+    """Run each job in a thread of its own, the jobs taking turns: a job gets a ``turn`` function to pass on (e.g.
+    ``tune_model(..., turn=turn)``), and does its work inside ``with turn():``, one job at a time, in the order
+    of ``jobs``. Returns each job's result, and the ``Turns`` (its ``seconds``); a job's exception is raised here
+    once every job has stopped."""
+    turns = Turns(list(jobs))
+    results: dict[str, T] = {}
+    errors: list[BaseException] = []
+
+    def work(name: str, job) -> None:
+        try:
+            results[name] = job(lambda: turns.turn(name))
+        except BaseException as e:  # raised in the caller's thread below
+            errors.append(e)
+        finally:
+            turns.finish(name)
+
+    threads = [threading.Thread(target=work, args=item, name=f"turns-{item[0]}", daemon=True) for item in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results, turns
 
 
 def tune_network(tasks: Sequence[WeightedTask | Task], n_trial: int, **options) -> NetworkTuneResult:
