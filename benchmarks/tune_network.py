@@ -13,9 +13,10 @@ tuning minutes (compile and timing at the checkpoints not counted); the minutes 
 within 5% of the run's best; and, last, the strategies' final modules timed in turns with onnxruntime, in
 ``--final-processes`` sets of fresh timing processes (each peer's figure the median of its processes' medians:
 one network timed in separate processes differs by 4-10% on the hosts we use, more than the strategies do).
-With ``--in-turns`` the strategies are tuned side by side instead, one round of each in turn (``run_in_turns``),
-to ``--trials`` only: on a host whose speed changes in spells (BENCHMARKS.md, Zen 4), two runs tuned one after
-the other meet different spells, and that decides a single comparison more than the strategies do.
+With ``--in-turns`` the strategies are tuned side by side instead, to ``--trials`` only, taking turns round by
+round, each turn to the run that has had the least time so far (``run_in_turns``): on a host whose speed changes
+in spells (BENCHMARKS.md, Zen 4), two runs tuned one after the other meet different spells, and that decides a
+single comparison more than the strategies do.
 
     python benchmarks/tune_network.py --model resnet18 --trials 500 --strategies gradient round-robin \\
         --json results/tune_network_resnet18.json --png docs/figures/tune_network_resnet18.png
@@ -109,9 +110,9 @@ def tune_strategy(strategy: str, args, model: Path, work: Path, out: Path) -> di
 
 
 def tune_in_turns(args, model: Path, work: Path, out: Path) -> dict[str, dict]:
-    """Tune every strategy to ``--trials`` side by side, the runs taking turns round by round (``run_in_turns``),
-    so that a host's slow spells fall on all of them alike; then refine, compile and time each. A run's minutes
-    are its own turns' (and its curve's times are scaled to them)."""
+    """Tune every strategy to ``--trials`` side by side, the runs taking turns round by round, each turn to the one
+    that has had the least time (``run_in_turns``), so that a host's slow spells fall on all of them alike; then
+    refine, compile and time each. A run's minutes are its own turns' (its curve's times scaled to them)."""
     from tensortune.autotvm.scheduler import run_in_turns
 
     logs = {s: start_log(s, args, out) for s in args.strategies}
@@ -211,12 +212,30 @@ def table(report: dict) -> str:
         how = f"{report['final_repeat']} rounds" + (f" in each of {procs} sets of processes, median of their medians"
                                                     if procs > 1 else "")
         lines += ["", f"Final modules timed in turns ({how}): {cells}."]
+        lines += paired_ratios(report.get("final_process_medians_s", {}))
     for strategy, r in report["strategies"].items():
         w = r["within_5pct_of_best"]
         if w:
             lines.append(f"{strategy}: measured latency within 5% of its best after {w['trials']} trials, "
                          f"{w['minutes']:.1f} min of tuning.")
     return "\n".join(lines)
+
+
+def paired_ratios(medians: dict[str, list[float]]) -> list[str]:
+    """The first strategy's final latency over each other's, set of processes by set (timed side by side, so the
+    ratio of a set cancels what the host's state did to both): the ratios, their geometric mean, and in how many
+    sets the first was ahead."""
+    names = [n for n in medians if n != "onnxruntime"]
+    lines = []
+    for other in names[1:]:
+        pairs = [(a, b) for a, b in zip(medians[names[0]], medians[other]) if a > 0 and b > 0]
+        if not pairs:
+            continue
+        ratios = [a / b for a, b in pairs]
+        geo = float(np.exp(np.mean(np.log(ratios))))
+        lines.append(f"{names[0]} / {other}, each set of processes: " + ", ".join(f"{r:.3f}" for r in ratios)
+                     + f" (geometric mean {geo:.3f}; ahead in {sum(r < 1 for r in ratios)} of {len(ratios)})")
+    return lines
 
 
 def plot(report: dict, png: str) -> None:

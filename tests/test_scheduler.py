@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from collections import Counter
 
 import pytest
@@ -264,39 +265,43 @@ def test_bad_arguments_are_tune_errors():
         TaskScheduler([WeightedTask(DIRECT, 1, "C"), WeightedTask(WINOGRAD, 2, "C")], 10)
 
 
-class LoggedMeasure(FakeMeasure):
-    """A FakeMeasure that also appends ``name`` to a shared list at each batch."""
-
-    def __init__(self, name: str, order: list):
-        super().__init__()
-        self.name, self.order = name, order
-
-    def __call__(self, inputs):
-        self.order.append(self.name)
-        return super().__call__(inputs)
-
-
-def test_schedulers_in_turns_alternate_their_rounds_and_find_what_they_find_alone():
-    order: list[str] = []
+def test_schedulers_in_turns_share_the_time_and_find_what_they_find_alone():
+    order: list[str] = []  # whose turn, turn by turn (the opening of the tasks and the last check included)
     options = dict(tuner="random", round_size=16, seed=5, progress=False)
-    strategies = {"gradient": 160, "round-robin": 96}  # the second stops first: the first then runs on alone
+    strategies = {"gradient": 160, "round-robin": 96}  # one stops first: the other then runs on alone
+    cost = {"turns-gradient": 1.0, "turns-round-robin": 2.0}  # a round-robin turn takes twice as long
+    now = [0.0]
+
+    def clock():  # called at the start and the end of each turn, in the thread whose turn it is
+        now[0] += cost[threading.current_thread().name]  # so a turn lasts its cost
+        return now[0]
 
     def job(strategy, trials):
-        measure = LoggedMeasure(strategy, order)
-        return lambda turn: (tune_network([FLAT, STEEP, STEEP2], trials, measure=measure, strategy=strategy,
-                                          turn=turn, **options), measure)
+        @contextlib.contextmanager
+        def logged(turn):
+            with turn():
+                order.append(strategy)
+                yield
 
-    results, turns = run_in_turns({s: job(s, n) for s, n in strategies.items()})
-    rr_rounds = order.count("round-robin")
-    assert order[:2 * rr_rounds] == ["gradient", "round-robin"] * rr_rounds
-    assert set(order[2 * rr_rounds:]) == {"gradient"}
-    assert set(turns.seconds) == set(strategies) and all(t > 0 for t in turns.seconds.values())
+        return lambda turn: tune_network([FLAT, STEEP, STEEP2], trials, measure=measure[strategy], strategy=strategy,
+                                         turn=lambda: logged(turn), **options)
+
+    measure = {s: FakeMeasure() for s in strategies}
+    results, turns = run_in_turns({s: job(s, n) for s, n in strategies.items()}, clock)
+    # Each turn went to the run with the least time so far (the first on a tie) until one of them finished.
+    spent = {"gradient": 0.0, "round-robin": 0.0}
+    last = {n: len(order) - 1 - order[::-1].index(n) for n in strategies}
+    for name in order[:min(last.values()) + 1]:
+        assert name == min(spent, key=lambda n: (spent[n], n != "gradient")), ("".join(o[0] for o in order), spent)
+        spent[name] += cost["turns-" + name]
+    assert len(set(order[min(last.values()) + 1:])) == 1 and min(last.values()) > 10
+    assert turns.seconds == {n: order.count(n) * cost["turns-" + n] for n in strategies}
     for strategy, trials in strategies.items():
         alone = FakeMeasure()
         expected = tune_network([FLAT, STEEP, STEEP2], trials, measure=alone, strategy=strategy, **options)
-        result, measure = results[strategy]
-        assert measure.calls == alone.calls
-        assert result.trials == expected.trials and result.best_latency == expected.best_latency
+        assert measure[strategy].calls == alone.calls
+        assert results[strategy].trials == expected.trials
+        assert results[strategy].best_latency == expected.best_latency
 
 
 def test_a_failing_run_in_turns_raises_once_the_others_have_finished():

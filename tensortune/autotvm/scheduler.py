@@ -191,10 +191,11 @@ class TaskScheduler:
         """Tune until ``n_trial`` trials in total (the log's included) or every task is finished."""
         start = time.perf_counter()
         with contextlib.ExitStack() as stack:
-            if isinstance(self.tuner_name, str) and issubclass(TUNERS.get(self.tuner_name, Tuner), TRANSFER_TUNERS):
-                self._feature_pool = spawn_pool(usable_cores())
-                stack.callback(self._feature_pool.shutdown, wait=False, cancel_futures=True)
             with self.turn():
+                if isinstance(self.tuner_name, str) and issubclass(TUNERS.get(self.tuner_name, Tuner),
+                                                                   TRANSFER_TUNERS):
+                    self._feature_pool = spawn_pool(usable_cores())
+                    stack.callback(self._feature_pool.shutdown, wait=False, cancel_futures=True)
                 states = [self._open(i, stack) for i in range(len(self.items))]
             result = NetworkTuneResult(self.items, [], [], [])
             total = sum(s.run.done for s in states)
@@ -340,17 +341,19 @@ class TaskScheduler:
 
 class Turns:
     """Runs that take turns: ``turn(name)`` waits until it is ``name``'s turn and, on leaving, passes the turn to
-    the next of ``names`` still running (in their order); ``finish(name)`` takes a run out. Two tuning runs
-    compared on one machine see the same spells of a noisy host this way (``run_in_turns``); ``seconds[name]``
-    is the time each spent inside its turns."""
+    the run still running that has spent the least time inside its turns (``seconds``; the first of ``names`` on
+    a tie); ``finish(name)`` takes a run out. Two tuning runs compared on one machine so share its time evenly and
+    meet the same spells of a noisy host (``run_in_turns``), even when one's rounds are shorter than the other's.
+    ``clock``: seconds, for the time a turn takes."""
 
-    def __init__(self, names: Sequence[str]):
+    def __init__(self, names: Sequence[str], clock: Callable[[], float] = time.perf_counter):
         if not names or len(set(names)) != len(names):
             raise TuneError(f"runs taking turns need distinct names, got {list(names)!r}")
         self.order = list(names)
         self.live = set(names)
-        self.current = 0
+        self.current = self.order[0]
         self.seconds = dict.fromkeys(names, 0.0)
+        self.clock = clock
         self._cv = threading.Condition()
 
     @contextlib.contextmanager
@@ -358,36 +361,35 @@ class Turns:
         with self._cv:
             if name not in self.live:
                 raise TuneError(f"run {name!r} is not taking turns (finished, or not one of {self.order})")
-            self._cv.wait_for(lambda: self.order[self.current] == name)
-        start = time.perf_counter()
+            self._cv.wait_for(lambda: self.current == name)
+        start = self.clock()
         try:
             yield
         finally:
             with self._cv:
-                self.seconds[name] += time.perf_counter() - start
+                self.seconds[name] += self.clock() - start
                 self._advance()
 
     def finish(self, name: str) -> None:
         with self._cv:
             self.live.discard(name)
-            if self.order[self.current] == name:
+            if self.current == name:
                 self._advance()
 
     def _advance(self) -> None:  # (holding the lock)
-        n = len(self.order)
-        for step in range(1, n + 1):
-            if self.order[(self.current + step) % n] in self.live:
-                self.current = (self.current + step) % n
-                break
+        live = [n for n in self.order if n in self.live]
+        if live:
+            self.current = min(live, key=lambda n: self.seconds[n])
         self._cv.notify_all()
 
 
-def run_in_turns(jobs: Mapping[str, Callable[[Callable[[], ContextManager]], T]]) -> tuple[dict[str, T], Turns]:
+def run_in_turns(jobs: Mapping[str, Callable[[Callable[[], ContextManager]], T]],
+                 clock: Callable[[], float] = time.perf_counter) -> tuple[dict[str, T], Turns]:
     """Run each job in a thread of its own, the jobs taking turns: a job gets a ``turn`` function to pass on (e.g.
-    ``tune_model(..., turn=turn)``), and does its work inside ``with turn():``, one job at a time, in the order
-    of ``jobs``. Returns each job's result, and the ``Turns`` (its ``seconds``); a job's exception is raised here
+    ``tune_model(..., turn=turn)``), and does its work inside ``with turn():``, one job at a time, the next turn
+    to the job that has had the least time (``Turns``). Returns each job's result, and the ``Turns`` (its ``seconds``); a job's exception is raised here
     once every job has stopped."""
-    turns = Turns(list(jobs))
+    turns = Turns(list(jobs), clock)
     results: dict[str, T] = {}
     errors: list[BaseException] = []
 
