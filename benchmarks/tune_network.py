@@ -113,7 +113,7 @@ def tune_in_turns(args, model: Path, work: Path, out: Path) -> dict[str, dict]:
     """Tune every strategy to ``--trials`` side by side, the runs taking turns round by round, each turn to the one
     that has had the least time (``run_in_turns``), so that a host's slow spells fall on all of them alike; then
     refine, compile and time each. A run's minutes are its own turns' (its curve's times scaled to them)."""
-    from tensortune.autotvm.scheduler import run_in_turns
+    from tensortune.autotvm.turns import run_in_turns
 
     logs = {s: start_log(s, args, out) for s in args.strategies}
     with contextlib.ExitStack() as stack:

@@ -10,7 +10,8 @@ import pytest
 
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import load_records
-from tensortune.autotvm.scheduler import Strategy, TaskScheduler, Turns, WeightedTask, run_in_turns, tune_network
+from tensortune.autotvm.scheduler import Strategy, TaskScheduler, WeightedTask, tune_network
+from tensortune.autotvm.turns import Turns, run_in_turns
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import TEMPLATES
 from tensortune.autotvm.templates.matmul import matmul_template

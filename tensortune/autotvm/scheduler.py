@@ -45,12 +45,11 @@ import contextlib
 import math
 import os
 import random
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, ContextManager, Iterator, Mapping, Sequence, TypeVar
+from typing import Callable, ContextManager, Sequence
 
 from ..env import usable_cores
 from .measure.result import MeasureInput
@@ -60,8 +59,6 @@ from .task import Task
 from .tune import TRANSFER_TUNERS, TUNERS, MeasureFn, TuneError, TuningRun, make_tuner, open_measurer
 from .tuner import Tuner, XGBTuner
 from .workers import spawn_pool
-
-T = TypeVar("T")
 
 
 class Strategy(Enum):
@@ -154,7 +151,7 @@ class TaskScheduler:
     without the cost model shipped for the target's ISA, and learn from the other tasks' records instead.
     ``turn``: a function giving a context manager that the opening of the tasks and each round (its choice,
     search, measurement and record) run inside; a caller running several schedulers side by side passes one that
-    lets them take turns, so that none of them measures while another searches.
+    lets them take turns (``turns.run_in_turns``), so that none of them measures while another searches.
     """
 
     def __init__(self, tasks: Sequence[WeightedTask | Task], n_trial: int, tuner: str = "xgb",
@@ -202,14 +199,12 @@ class TaskScheduler:
             display = stack.enter_context(progress_display("network", self.n_trial, min(total, self.n_trial),
                                                            self.progress))
             measure = self.measure
-            rounds = 0
             while True:
                 with self.turn():
                     reason = self._stop_reason(states, total)
                     if reason is not None:
                         break
-                    state = self._pick(states, rounds)
-                    rounds += 1
+                    state = self._pick(states)
                     if measure is None:
                         measure = open_measurer(stack)
                     n = min(self._round_trials(state, states), self.n_trial - total,
@@ -255,7 +250,7 @@ class TaskScheduler:
         return None
 
     # ------------------------------------------------------------------ choosing the next task
-    def _pick(self, states: list[_TaskState], turn: int) -> _TaskState:
+    def _pick(self, states: list[_TaskState]) -> _TaskState:
         live = [s for s in states if not s.done]
         if self.strategy is Strategy.ROUND_ROBIN:
             return min(live, key=lambda s: (s.run.done, states.index(s)))
@@ -337,78 +332,6 @@ class TaskScheduler:
             records += [r for r in load_records(self.log_file) if not r.matches(state.item.task)]
         state.tuner.set_history(records)
         state.history_size = others
-
-
-class Turns:
-    """Runs that take turns: ``turn(name)`` waits until it is ``name``'s turn and, on leaving, passes the turn to
-    the run still running that has spent the least time inside its turns (``seconds``; the first of ``names`` on
-    a tie); ``finish(name)`` takes a run out. Two tuning runs compared on one machine so share its time evenly and
-    meet the same spells of a noisy host (``run_in_turns``), even when one's rounds are shorter than the other's.
-    ``clock``: seconds, for the time a turn takes."""
-
-    def __init__(self, names: Sequence[str], clock: Callable[[], float] = time.perf_counter):
-        if not names or len(set(names)) != len(names):
-            raise TuneError(f"runs taking turns need distinct names, got {list(names)!r}")
-        self.order = list(names)
-        self.live = set(names)
-        self.current = self.order[0]
-        self.seconds = dict.fromkeys(names, 0.0)
-        self.clock = clock
-        self._cv = threading.Condition()
-
-    @contextlib.contextmanager
-    def turn(self, name: str) -> Iterator[None]:
-        with self._cv:
-            if name not in self.live:
-                raise TuneError(f"run {name!r} is not taking turns (finished, or not one of {self.order})")
-            self._cv.wait_for(lambda: self.current == name)
-        start = self.clock()
-        try:
-            yield
-        finally:
-            with self._cv:
-                self.seconds[name] += self.clock() - start
-                self._advance()
-
-    def finish(self, name: str) -> None:
-        with self._cv:
-            self.live.discard(name)
-            if self.current == name:
-                self._advance()
-
-    def _advance(self) -> None:  # (holding the lock)
-        live = [n for n in self.order if n in self.live]
-        if live:
-            self.current = min(live, key=lambda n: self.seconds[n])
-        self._cv.notify_all()
-
-
-def run_in_turns(jobs: Mapping[str, Callable[[Callable[[], ContextManager]], T]],
-                 clock: Callable[[], float] = time.perf_counter) -> tuple[dict[str, T], Turns]:
-    """Run each job in a thread of its own, the jobs taking turns: a job gets a ``turn`` function to pass on (e.g.
-    ``tune_model(..., turn=turn)``), and does its work inside ``with turn():``, one job at a time, the next turn
-    to the job that has had the least time (``Turns``). Returns each job's result, and the ``Turns`` (its ``seconds``); a job's exception is raised here
-    once every job has stopped."""
-    turns = Turns(list(jobs), clock)
-    results: dict[str, T] = {}
-    errors: list[BaseException] = []
-
-    def work(name: str, job) -> None:
-        try:
-            results[name] = job(lambda: turns.turn(name))
-        except BaseException as e:  # raised in the caller's thread below
-            errors.append(e)
-        finally:
-            turns.finish(name)
-
-    threads = [threading.Thread(target=work, args=item, name=f"turns-{item[0]}", daemon=True) for item in jobs.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return results, turns
 
 
 def tune_network(tasks: Sequence[WeightedTask | Task], n_trial: int, **options) -> NetworkTuneResult:
