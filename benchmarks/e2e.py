@@ -21,6 +21,11 @@ does (each layer's best configs timed inside the network; ``--refine`` does that
 log holds such in-network timings, the row "kernels chosen by their timings alone" compiles with the log without
 them: what refining gained.
     python benchmarks/e2e.py --json e2e.json --models resnet18 --threads 2
+
+``--target`` compiles (and tunes, refines) tensortune's networks for another target of this machine, e.g. its AVX2
+code on an AVX-512 host, ``--target "c -isa=avx2 -cores=2 -arch=x86_64"``: PyTorch then runs capped to that ISA
+(``benchmarking.peers.ISA_CAPS``); onnxruntime has no such switch and runs its widest code (the report says so).
+    python benchmarks/e2e.py --target "c -isa=avx2 -cores=2 -arch=x86_64" --log avx2.jsonl --threads 2
 """
 from __future__ import annotations
 
@@ -189,11 +194,13 @@ class _Peer:
         self.proc.wait()
 
 
-def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1) -> dict[str, dict]:
+def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
+                     caps: dict[str, str] | None = None) -> dict[str, dict]:
     """Each peer's median of ``repeat`` timings, taken in turns (one timing of each peer per round), so that the
     load of a shared machine changes under all peers alike. With ``processes`` > 1 this is done again in fresh
     child processes (started in a rotated order) and a peer's figure is the median of its processes' medians: a
-    process's memory placement can bias all of its timings (4-10% between processes timing one network here)."""
+    process's memory placement can bias all of its timings (4-10% between processes timing one network here).
+    ``caps``: environment of the PyTorch peers' processes (``isa_caps``)."""
     if processes < 1 or repeat < 1:
         raise ValueError(f"need at least one set of processes and one round; got processes={processes}, "
                          f"repeat={repeat}")
@@ -202,7 +209,9 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1) ->
     for k in range(processes):
         names = list(specs)
         names = names[k % len(names):] + names[:k % len(names)]
-        peers = {name: _Peer(specs[name], dict(os.environ, **PEER_ENV.get(name, {}))) for name in names}
+        peers = {name: _Peer(specs[name], dict(os.environ, **PEER_ENV.get(name, {}),
+                                               **((caps or {}) if name.startswith("torch") else {})))
+                 for name in names}
         live = [name for name in specs if peers[name].ok]
         try:
             for name in live:
@@ -232,16 +241,18 @@ def _compile_child(spec: dict) -> dict:
     import tensortune as tt
 
     start = time.perf_counter()
-    module = tt.compile(spec["model"], log=spec.get("log"))
+    module = tt.compile(spec["model"], target=spec.get("target"), log=spec.get("log"))
     seconds = time.perf_counter() - start
     module.export(spec["network"])
     tuned = sum(len(k.nodes) for k in module.manifest.kernels if k.template)
     return {"compile_s": seconds, "calls": module.manifest.calls, "tuned_calls": tuned}
 
 
-def compile_network(model: Path, network: Path, cache: Path, log: str | None = None) -> dict:
+def compile_network(model: Path, network: Path, cache: Path, log: str | None = None,
+                    target: str | None = None) -> dict:
     env = dict(os.environ, TENSORTUNE_CACHE_DIR=str(cache))
-    return _spawn({"compile": True, "model": str(model), "network": str(network), "log": log}, env)
+    return _spawn({"compile": True, "model": str(model), "network": str(network), "log": log, "target": target},
+                  env)
 
 
 def _rss_child(spec: dict) -> dict:
@@ -266,6 +277,17 @@ def _rss_child(spec: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------- the run
 
+def isa_caps(target: str | None) -> dict[str, str]:
+    """The environment that caps the peers that have a switch for it (PyTorch, its oneDNN and MKL) to ``target``'s
+    ISA when it is narrower than this machine's; {} for this machine's own target."""
+    if target is None:
+        return {}
+    from tensortune.benchmarking.peers import peer_environment
+    from tensortune.build import resolve_target
+
+    return peer_environment(resolve_target(target), 1)[1]
+
+
 def machine() -> str:
     try:
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -278,25 +300,28 @@ def machine() -> str:
     return f"{cpu}, {host.isa.value}, {os.cpu_count()} logical CPUs, load average {os.getloadavg()[0]:.1f}"
 
 
-def tune(model: Path, trials: int, log: Path) -> dict:
+def tune(model: Path, trials: int, log: Path, target: str | None = None) -> dict:
     """Tune ``model`` up to ``trials`` trials in ``log`` (resumed), in this process; the tuning minutes."""
+    from tensortune.build import resolve_target
     from tensortune.network.tuning import tune_model
 
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    result = tune_model(str(model), trials, log, tuner="xgb")
+    result = tune_model(str(model), trials, log, target=resolve_target(target), tuner="xgb")
     minutes = (time.perf_counter() - start) / 60
-    refined = refine_log(model, log)
+    refined = refine_log(model, log, target)
     return {"log": str(log), "trials": trials, "minutes": minutes, "estimated_s": result.estimated_latency,
             "refine_minutes": refined["minutes"]}
 
 
-def refine_log(model: Path, log: Path | str) -> dict:
+def refine_log(model: Path, log: Path | str, target: str | None = None) -> dict:
     """Time each layer's best configs of ``log`` inside the network (skipped when done since the last trial)."""
+    from tensortune.build import resolve_target
     from tensortune.network import refine
 
     start = time.perf_counter()
-    result = refine(str(model), log, force=False, progress=lambda line: print(line, flush=True))
+    result = refine(str(model), log, target=resolve_target(target), force=False,
+                    progress=lambda line: print(line, flush=True))
     return {"minutes": (time.perf_counter() - start) / 60, "whole_network_s": result.check}
 
 
@@ -311,19 +336,20 @@ def alone_log(log: str, path: Path) -> str | None:
 
 
 def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dict | None = None,
-        tune_dir: Path | None = None, refine: bool = False, processes: int = 1) -> dict:
+        tune_dir: Path | None = None, refine: bool = False, processes: int = 1, target: str | None = None) -> dict:
+    caps = isa_caps(target)
     report = {"machine": machine(), "repeat": repeat, "processes": processes, "min_repeat_ms": min_ms, "log": log,
-              "models": {}}
+              "target": target, "peer_caps": caps, "models": {}}
     for name in models:
         model = save_zoo_model(work, name)
         tuning = None
         if tune_trials and name in tune_trials:
-            tuning = tune(model, tune_trials[name], tune_dir / f"{name}.jsonl")
+            tuning = tune(model, tune_trials[name], tune_dir / f"{name}.jsonl", target)
             print(f"{name}: tuned {tuning['trials']} trials in {tuning['minutes']:.1f} min, log {tuning['log']}",
                   flush=True)
         net_log = tuning["log"] if tuning else log
         if refine and net_log and not tuning:
-            print(f"{name}: refined in {refine_log(model, net_log)['minutes']:.1f} min", flush=True)
+            print(f"{name}: refined in {refine_log(model, net_log, target)['minutes']:.1f} min", flush=True)
         x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
         np.save(work / "input.npy", x)
         import onnxruntime as ort
@@ -331,17 +357,17 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dic
         expected = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
         np.save(work / f"{name}_expected.npy", expected)
         cold_cache = work / f"cache-{name}"
-        cold = compile_network(model, work / f"{name}.tt", cold_cache)
-        warm = compile_network(model, work / f"{name}.tt", cold_cache)
+        cold = compile_network(model, work / f"{name}.tt", cold_cache, target=target)
+        warm = compile_network(model, work / f"{name}.tt", cold_cache, target=target)
         entry = {"compile_cold_s": cold.get("compile_s"), "compile_warm_s": warm.get("compile_s"),
                  "calls": cold.get("calls"), "threads": {}, "log": net_log, "tuning": tuning}
         alone = None
         if net_log:
-            tuned = compile_network(model, work / f"{name}-tuned.tt", cold_cache, net_log)
+            tuned = compile_network(model, work / f"{name}-tuned.tt", cold_cache, net_log, target)
             entry["tuned_calls"] = tuned.get("tuned_calls")
             alone = alone_log(net_log, work / f"{name}-alone.jsonl")
             if alone:
-                compile_network(model, work / f"{name}-tuned-alone.tt", cold_cache, alone)
+                compile_network(model, work / f"{name}-tuned-alone.tt", cold_cache, alone, target)
         for threads in thread_counts:
             specs, row = {}, {}
             for peer in PEERS:
@@ -356,7 +382,7 @@ def run(models, thread_counts, log, repeat, min_ms, work: Path, tune_trials: dic
                 specs[peer] = {"peer": peer, "threads": threads, "model": str(model), "network": str(network),
                                "input": str(work / "input.npy"), "expected": str(work / f"{name}_expected.npy"),
                                "min_ms": min_ms}
-            row.update(time_interleaved(specs, repeat, processes))
+            row.update(time_interleaved(specs, repeat, processes, caps))
             for peer in PEERS:
                 print(f"{name} {threads} thread(s) {LABELS[peer]}: {_fmt(row[peer])}", flush=True)
             entry["threads"][str(threads)] = {peer: row[peer] for peer in PEERS}
@@ -384,6 +410,12 @@ def table(report: dict) -> str:
              "a child process of its own, the peers timed in turns (one timing of each per round, so that the "
              "machine's load falls on all alike), every output checked against onnxruntime's first. Ratios are "
              "against onnxruntime in the same run.", ""]
+    if report.get("target"):
+        caps = report.get("peer_caps") or {}
+        lines[-1:-1] = ["", f"tensortune's networks compiled for `{report['target']}`; PyTorch "
+                        + (f"capped to it ({', '.join(f'`{k}={v}`' for k, v in caps.items())})" if caps else
+                           "not capped (the target's ISA is this machine's)")
+                        + "; onnxruntime cannot be capped and runs its widest code."]
     for name, entry in report["models"].items():
         tuning = entry.get("tuning")
         tuned = (f"; the log: {tuning['trials']} trials of `tune-model`, {tuning['minutes']:.1f} min" if tuning else
@@ -445,6 +477,8 @@ def main() -> int:
     p.add_argument("--tune", nargs="*", metavar="MODEL=TRIALS",
                    help="tune the networks first (all of --models at DEFAULT_TRIALS when no value is given)")
     p.add_argument("--tune-dir", default=str(ROOT / "results" / "e2e_logs"), help="folder of --tune's logs")
+    p.add_argument("--target", help="target of tensortune's networks (default: this machine); PyTorch is capped to "
+                                    "its ISA, onnxruntime cannot be")
     p.add_argument("--refine", action="store_true",
                    help="first time each layer's best configs of --log inside each network (appends to the log)")
     p.add_argument("--repeat", type=positive_int, default=15)
@@ -465,7 +499,8 @@ def main() -> int:
     tune_trials = None if args.tune is None else parse_tune(args.tune, args.models, p)
     with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
         report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
-                     args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir), args.refine, args.processes)
+                     args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir), args.refine, args.processes,
+                     args.target)
     text = table(report)
     print()
     print(text)

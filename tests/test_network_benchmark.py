@@ -80,6 +80,41 @@ def test_timing_in_several_sets_of_processes_takes_the_median_of_their_medians(e
     assert single["a"]["median_s"] == 4.0 and "process_medians_s" not in single["a"]  # the 4th process of "a"
 
 
+def test_a_narrower_target_caps_the_pytorch_peers_only(e2e, monkeypatch):
+    """``--target`` with a narrower ISA than this machine's: PyTorch's processes get the caps, onnxruntime's and
+    tensortune's do not, and the table says which target and caps it ran with."""
+    from tensortune.target import ISA, Target
+
+    if Target.host().isa != ISA.AVX512:
+        pytest.skip("needs an AVX-512 host (a narrower ISA to cap to)")
+    caps = e2e.isa_caps("c -isa=avx2 -cores=2 -arch=x86_64")
+    assert caps["ATEN_CPU_CAPABILITY"] == "avx2" and caps["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert e2e.isa_caps(None) == {} and e2e.isa_caps(str(Target.host())) == {}
+    envs = {}
+
+    class FakePeer:
+        def __init__(self, spec, env):
+            envs[spec["name"]] = env
+            self.ok, self.status = True, {"ready": True}
+
+        def next(self):
+            return 1.0
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(e2e, "_Peer", FakePeer)
+    monkeypatch.setattr(e2e.time, "sleep", lambda s: None)
+    e2e.time_interleaved({n: {"name": n} for n in ("torch", "torch_compile", "onnxruntime", "tensortune")}, 1,
+                         caps=caps)
+    assert all(envs[n].get("ATEN_CPU_CAPABILITY") == "avx2" for n in ("torch", "torch_compile"))
+    assert all(envs[n].get("ATEN_CPU_CAPABILITY") != "avx2" for n in ("onnxruntime", "tensortune"))
+    report = dict(_report(), target="c -isa=avx2 -cores=2 -arch=x86_64", peer_caps=caps)
+    assert ("compiled for `c -isa=avx2 -cores=2 -arch=x86_64`; PyTorch capped to it (`OPENBLAS_CORETYPE=Haswell`"
+            in e2e.table(report))
+    assert "compiled for" not in e2e.table(_report())
+
+
 def test_counts_of_rounds_and_processes_must_be_positive(script):
     import argparse
 
