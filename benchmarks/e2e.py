@@ -497,6 +497,14 @@ def main() -> int:
             print(json.dumps(result))
         return 0
     tune_trials = None if args.tune is None else parse_tune(args.tune, args.models, p)
+    if args.target is not None:
+        from tensortune.build import resolve_target
+        from tensortune.errors import TensortuneError
+
+        try:
+            resolve_target(args.target)
+        except TensortuneError as e:
+            p.error(f"--target: {e}")
     with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
         report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
                      args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir), args.refine, args.processes,

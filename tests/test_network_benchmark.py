@@ -115,6 +115,13 @@ def test_a_narrower_target_caps_the_pytorch_peers_only(e2e, monkeypatch):
     assert "compiled for" not in e2e.table(_report())
 
 
+def test_a_bad_target_is_a_usage_error(e2e, monkeypatch, capsys):
+    monkeypatch.setattr(e2e.sys, "argv", ["e2e.py", "--target", "c -isa=bogus", "--models", "resnet18"])
+    with pytest.raises(SystemExit) as exit_info:
+        e2e.main()
+    assert exit_info.value.code == 2 and "--target: unknown isa 'bogus'" in capsys.readouterr().err
+
+
 def test_counts_of_rounds_and_processes_must_be_positive(script):
     import argparse
 
