@@ -59,6 +59,8 @@ LABELS = {"tensortune": "tensortune, default schedules", "tensortune_tuned": "te
 #: extra environment of a peer's child process (idle threads that sleep instead of spinning: on a busy machine a
 #: spinning thread takes the core its partner needs)
 PEER_ENV = {"tensortune_passive": {"OMP_WAIT_POLICY": "PASSIVE"}}
+#: the peers that ``--target``'s ISA caps reach (``isa_caps``); onnxruntime has no switch for it
+CAPPED_PEERS = ("torch", "torch_compile")
 SECTION = "## Whole networks"
 
 
@@ -210,7 +212,7 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
         names = list(specs)
         names = names[k % len(names):] + names[:k % len(names)]
         peers = {name: _Peer(specs[name], dict(os.environ, **PEER_ENV.get(name, {}),
-                                               **((caps or {}) if name.startswith("torch") else {})))
+                                               **((caps or {}) if name in CAPPED_PEERS else {})))
                  for name in names}
         live = [name for name in specs if peers[name].ok]
         try:
@@ -314,14 +316,14 @@ def tune(model: Path, trials: int, log: Path, target: str | None = None) -> dict
             "refine_minutes": refined["minutes"]}
 
 
-def refine_log(model: Path, log: Path | str, target: str | None = None) -> dict:
+def refine_log(model: Path, log: Path | str, target: str | None = None, quiet: bool = False) -> dict:
     """Time each layer's best configs of ``log`` inside the network (skipped when done since the last trial)."""
     from tensortune.build import resolve_target
     from tensortune.network import refine
 
     start = time.perf_counter()
     result = refine(str(model), log, target=resolve_target(target), force=False,
-                    progress=lambda line: print(line, flush=True))
+                    progress=None if quiet else lambda line: print(line, flush=True))
     return {"minutes": (time.perf_counter() - start) / 60, "whole_network_s": result.check}
 
 

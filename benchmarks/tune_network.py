@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from common import positive_int, pyplot, save_zoo_model, write_json
-from e2e import compile_network, machine, time_interleaved
+from e2e import compile_network, machine, refine_log as refine_network, time_interleaved
 
 WARM = "-warm"  # a strategy's suffix: kernels timed on an input they only read (tune_model's fresh_input=False)
 STRATEGIES = ("gradient", "gradient" + WARM, "round-robin", "round-robin" + WARM)
@@ -151,13 +151,7 @@ def tune_to(strategy: str, trials: int, args, model: Path, log: Path, measure=No
 
 def refine_log(args, model: Path, log: Path) -> float:
     """Refine the log as tune-model does at its end (unless ``--no-refine``); its seconds (counted as tuning)."""
-    if args.no_refine:
-        return 0.0
-    from tensortune.network import refine
-
-    start = time.perf_counter()
-    refine(str(model), log, force=False)
-    return time.perf_counter() - start
+    return 0.0 if args.no_refine else refine_network(model, log, quiet=True)["minutes"] * 60
 
 
 def checkpoint_point(strategy: str, checkpoint: int, args, model: Path, work: Path, log: Path, result,
@@ -323,10 +317,11 @@ def main() -> int:
         if args.in_turns:
             report["in_turns"] = True
             report["strategies"] = tune_in_turns(args, model, work, out)
-        for strategy in [] if args.in_turns else args.strategies:
-            report["strategies"][label(strategy, args)] = tune_strategy(strategy, args, model, work, out)
-            if args.json:
-                write_json(args.json, report)
+        else:
+            for strategy in args.strategies:
+                report["strategies"][label(strategy, args)] = tune_strategy(strategy, args, model, work, out)
+                if args.json:
+                    write_json(args.json, report)
         finals = {label(s, args): work / f"{args.model}-{label(s, args)}-{args.trials}.tt" for s in args.strategies}
         report["final_process_medians_s"] = {}
         report["final"] = measure(model, finals, work, args.threads, args.repeat, args.min_ms, args.final_processes,
