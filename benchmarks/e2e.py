@@ -500,13 +500,19 @@ def main() -> int:
         return 0
     tune_trials = None if args.tune is None else parse_tune(args.tune, args.models, p)
     if args.target is not None:
+        from tensortune import Target
         from tensortune.build import resolve_target
         from tensortune.errors import TensortuneError
 
+        from tensortune.network.module import runs_here
+
         try:
-            resolve_target(args.target)
+            target = resolve_target(args.target)
         except TensortuneError as e:
             p.error(f"--target: {e}")
+        if not runs_here(target):
+            p.error(f"--target: this machine ('{Target.host()}') cannot run code for '{target}'; time it on a "
+                    "machine of that target")
     with tempfile.TemporaryDirectory(prefix="tt-e2e-") as tmp:
         report = run(args.models, args.threads, os.path.abspath(args.log) if args.log else None, args.repeat,
                      args.min_ms, Path(tmp), tune_trials, Path(args.tune_dir), args.refine, args.processes,

@@ -116,10 +116,17 @@ def test_a_narrower_target_caps_the_pytorch_peers_only(e2e, monkeypatch):
 
 
 def test_a_bad_target_is_a_usage_error(e2e, monkeypatch, capsys):
+    from tensortune.target import Target
+
     monkeypatch.setattr(e2e.sys, "argv", ["e2e.py", "--target", "c -isa=bogus", "--models", "resnet18"])
     with pytest.raises(SystemExit) as exit_info:
         e2e.main()
     assert exit_info.value.code == 2 and "--target: unknown isa 'bogus'" in capsys.readouterr().err
+    monkeypatch.setattr(e2e.sys, "argv", ["e2e.py", "--target", "c -isa=neon -cores=2 -arch=aarch64"]
+                        if Target.host().arch != "aarch64" else ["e2e.py", "--target", "c -isa=avx2 -arch=x86_64"])
+    with pytest.raises(SystemExit) as exit_info:
+        e2e.main()
+    assert exit_info.value.code == 2 and "cannot run code for" in capsys.readouterr().err
 
 
 def test_counts_of_rounds_and_processes_must_be_positive(script):
