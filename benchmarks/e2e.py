@@ -23,8 +23,10 @@ them: what refining gained.
     python benchmarks/e2e.py --json e2e.json --models resnet18 --threads 2
 
 ``--target`` compiles (and tunes, refines) tensortune's networks for another target of this machine, e.g. its AVX2
-code on an AVX-512 host, ``--target "c -isa=avx2 -cores=2 -arch=x86_64"``: PyTorch then runs capped to that ISA
-(``benchmarking.peers.ISA_CAPS``); onnxruntime has no such switch and runs its widest code (the report says so).
+code on an AVX-512 host, ``--target "c -isa=avx2 -cores=2 -arch=x86_64"``: the peers then run capped to that ISA,
+PyTorch by its settings (``benchmarking.peers.ISA_CAPS``) and both it and onnxruntime, which has no such setting, by
+CPUID capped to the ISA (``benchmarking.cpuid_cap``) where this machine can; where it cannot, onnxruntime runs its
+widest code (the report says which).
     python benchmarks/e2e.py --target "c -isa=avx2 -cores=2 -arch=x86_64" --log avx2.jsonl --threads 2
 """
 from __future__ import annotations
@@ -44,6 +46,8 @@ import numpy as np
 
 from common import positive_int, save_zoo_model
 
+from tensortune.benchmarking.cpuid_cap import ENV_VAR as CPUID_VAR
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS = ("resnet18", "mobilenet_v2")
@@ -59,8 +63,8 @@ LABELS = {"tensortune": "tensortune, default schedules", "tensortune_tuned": "te
 #: extra environment of a peer's child process (idle threads that sleep instead of spinning: on a busy machine a
 #: spinning thread takes the core its partner needs)
 PEER_ENV = {"tensortune_passive": {"OMP_WAIT_POLICY": "PASSIVE"}}
-#: the peers that ``--target``'s ISA caps reach (``isa_caps``); onnxruntime has no switch for it
-CAPPED_PEERS = ("torch", "torch_compile")
+#: the peers that ``--target``'s ISA caps reach (``isa_caps``): onnxruntime through the CPUID cap alone
+CAPPED_PEERS = ("onnxruntime", "onnxruntime_no_spin", "torch", "torch_compile")
 SECTION = "## Whole networks"
 
 
@@ -81,8 +85,10 @@ def _child(spec: dict) -> dict | None:
     """Serve timings of one peer on one network (in a child process): after loading, checking and calibrating it,
     print one JSON line, then for each line read on stdin, time one repeat and print its seconds per run. Returns
     a result to print instead (an error, or the peer's absence) when the peer cannot be timed."""
+    from tensortune.benchmarking.cpuid_cap import cap_from_environment
     from tensortune.runtime.timer import time_repeats
 
+    cap_from_environment()  # --target's CPUID cap (set for the capped peers), before a peer library reads CPUID
     threads = spec["threads"]
     x = np.load(spec["input"])
     expected = np.load(spec["expected"]) if spec.get("expected") else None
@@ -202,7 +208,7 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
     load of a shared machine changes under all peers alike. With ``processes`` > 1 this is done again in fresh
     child processes (started in a rotated order) and a peer's figure is the median of its processes' medians: a
     process's memory placement can bias all of its timings (4-10% between processes timing one network here).
-    ``caps``: environment of the PyTorch peers' processes (``isa_caps``)."""
+    ``caps``: environment of the capped peers' processes (``isa_caps``)."""
     if processes < 1 or repeat < 1:
         raise ValueError(f"need at least one set of processes and one round; got processes={processes}, "
                          f"repeat={repeat}")
@@ -280,8 +286,8 @@ def _rss_child(spec: dict) -> dict:
 # ------------------------------------------------------------------------------------------- the run
 
 def isa_caps(target: str | None) -> dict[str, str]:
-    """The environment that caps the peers that have a switch for it (PyTorch, its oneDNN and MKL) to ``target``'s
-    ISA when it is narrower than this machine's; {} for this machine's own target."""
+    """The environment that caps the peers to ``target``'s ISA when it is narrower than this machine's: PyTorch's
+    settings (its oneDNN and MKL too) and, where this machine can, the CPUID cap; {} for this machine's own target."""
     if target is None:
         return {}
     from tensortune.benchmarking.peers import peer_environment
@@ -414,10 +420,14 @@ def table(report: dict) -> str:
              "against onnxruntime in the same run.", ""]
     if report.get("target"):
         caps = report.get("peer_caps") or {}
-        lines[-1:-1] = ["", f"tensortune's networks compiled for `{report['target']}`; PyTorch "
-                        + (f"capped to it ({', '.join(f'`{k}={v}`' for k, v in caps.items())})" if caps else
-                           "not capped (the target's ISA is this machine's)")
-                        + "; onnxruntime cannot be capped and runs its widest code."]
+        settings = ", ".join(f"`{k}={v}`" for k, v in caps.items() if k != CPUID_VAR)
+        lines[-1:-1] = ["", f"tensortune's networks compiled for `{report['target']}`; "
+                        + ("the peers not capped (the target's ISA is this machine's)." if not caps else
+                           f"PyTorch and onnxruntime capped to it: CPUID answers as on a `{caps[CPUID_VAR]}` machine "
+                           f"(`{CPUID_VAR}`, `benchmarking.cpuid_cap`), and PyTorch's settings {settings}."
+                           if CPUID_VAR in caps else
+                           f"PyTorch capped to it ({settings}); onnxruntime cannot be capped on this machine (no "
+                           "CPUID faulting) and runs its widest code.")]
     for name, entry in report["models"].items():
         tuning = entry.get("tuning")
         tuned = (f"; the log: {tuning['trials']} trials of `tune-model`, {tuning['minutes']:.1f} min" if tuning else
@@ -479,8 +489,8 @@ def main() -> int:
     p.add_argument("--tune", nargs="*", metavar="MODEL=TRIALS",
                    help="tune the networks first (all of --models at DEFAULT_TRIALS when no value is given)")
     p.add_argument("--tune-dir", default=str(ROOT / "results" / "e2e_logs"), help="folder of --tune's logs")
-    p.add_argument("--target", help="target of tensortune's networks (default: this machine); PyTorch is capped to "
-                                    "its ISA, onnxruntime cannot be")
+    p.add_argument("--target", help="target of tensortune's networks (default: this machine); the peers are capped "
+                                    "to its ISA")
     p.add_argument("--refine", action="store_true",
                    help="first time each layer's best configs of --log inside each network (appends to the log)")
     p.add_argument("--repeat", type=positive_int, default=15)

@@ -327,9 +327,12 @@ def test_vs_libraries_leaves_an_uncapped_peer_out_of_the_best_peer(script, monke
            "shown but left out of the best peer: onnxruntime." in text
 
 
-def test_peers_on_a_narrower_target_are_capped_and_onnxruntime_is_marked_uncapped(monkeypatch):
+@pytest.mark.parametrize("faulting", [True, False], ids=["cpuid-capped", "no-cpuid-faulting"])
+def test_peers_on_a_narrower_target_are_capped_and_onnxruntime_only_through_cpuid(monkeypatch, faulting):
+    """onnxruntime has no setting of its own: it is capped (CPUID) where the machine can, else marked uncapped."""
     import subprocess
 
+    import tensortune.benchmarking.cpuid_cap as cpuid_cap
     import tensortune.benchmarking.peers as peers
 
     host = tt_target.Target.host()
@@ -343,12 +346,18 @@ def test_peers_on_a_narrower_target_are_capped_and_onnxruntime_is_marked_uncappe
         return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(out), stderr="")
 
     monkeypatch.setattr(peers.subprocess, "run", run)
+    monkeypatch.setattr(cpuid_cap, "cpuid_cap_problem", lambda: None if faulting else "no CPUID faulting here")
     task = create_task("matmul", {"M": 64, "N": 64, "K": 64}, target=tt_target.Target.parse("c -isa=avx2"))
     out = peers.time_peers(task, 2, 3, 1.0)
     assert seen["env"]["OPENBLAS_CORETYPE"] == "Haswell" and seen["env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
     assert seen["env"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"  # torch.matmul runs MKL
-    assert out["numpy"]["capped"].startswith("OPENBLAS_CORETYPE=Haswell") and "capped" not in out["onnxruntime"]
-    assert "uncapped" in out["onnxruntime"]
+    assert out["numpy"]["capped"].startswith("OPENBLAS_CORETYPE=Haswell")
+    if faulting:
+        assert seen["env"][cpuid_cap.ENV_VAR] == "avx2" and "uncapped" not in out["onnxruntime"]
+        assert out["onnxruntime"]["capped"] == f"{cpuid_cap.ENV_VAR}=avx2"
+    else:
+        assert cpuid_cap.ENV_VAR not in seen["env"] and "capped" not in out["onnxruntime"]
+        assert "no CPUID faulting here" in out["onnxruntime"]["uncapped"]
 
 
 def test_transfer_runs_start_without_the_shipped_model_and_learn_from_the_earlier_transfer_logs(script, monkeypatch,

@@ -80,13 +80,16 @@ def test_timing_in_several_sets_of_processes_takes_the_median_of_their_medians(e
     assert single["a"]["median_s"] == 4.0 and "process_medians_s" not in single["a"]  # the 4th process of "a"
 
 
-def test_a_narrower_target_caps_the_pytorch_peers_only(e2e, monkeypatch):
-    """``--target`` with a narrower ISA than this machine's: PyTorch's processes get the caps, onnxruntime's and
-    tensortune's do not, and the table says which target and caps it ran with."""
+@pytest.mark.parametrize("faulting", [True, False], ids=["cpuid-capped", "no-cpuid-faulting"])
+def test_a_narrower_target_caps_the_peers_but_not_tensortune(e2e, monkeypatch, faulting):
+    """``--target`` with a narrower ISA than this machine's: PyTorch's processes get the caps, onnxruntime's the
+    CPUID cap where the machine can, tensortune's none, and the table says which target and caps it ran with."""
+    import tensortune.benchmarking.cpuid_cap as cpuid_cap
     from tensortune.target import ISA, Target
 
     if Target.host().isa != ISA.AVX512:
         pytest.skip("needs an AVX-512 host (a narrower ISA to cap to)")
+    monkeypatch.setattr(cpuid_cap, "cpuid_cap_problem", lambda: None if faulting else "no CPUID faulting here")
     caps = e2e.isa_caps("c -isa=avx2 -cores=2 -arch=x86_64")
     assert caps["ATEN_CPU_CAPABILITY"] == "avx2" and caps["ONEDNN_MAX_CPU_ISA"] == "AVX2"
     assert e2e.isa_caps(None) == {} and e2e.isa_caps(str(Target.host())) == {}
@@ -108,10 +111,16 @@ def test_a_narrower_target_caps_the_pytorch_peers_only(e2e, monkeypatch):
     e2e.time_interleaved({n: {"name": n} for n in ("torch", "torch_compile", "onnxruntime", "tensortune")}, 1,
                          caps=caps)
     assert all(envs[n].get("ATEN_CPU_CAPABILITY") == "avx2" for n in ("torch", "torch_compile"))
-    assert all(envs[n].get("ATEN_CPU_CAPABILITY") != "avx2" for n in ("onnxruntime", "tensortune"))
+    assert all((envs[n].get(cpuid_cap.ENV_VAR) == "avx2") == faulting for n in ("torch", "onnxruntime"))
+    assert cpuid_cap.ENV_VAR not in envs["tensortune"] and envs["tensortune"].get("ATEN_CPU_CAPABILITY") != "avx2"
     report = dict(_report(), target="c -isa=avx2 -cores=2 -arch=x86_64", peer_caps=caps)
-    assert ("compiled for `c -isa=avx2 -cores=2 -arch=x86_64`; PyTorch capped to it (`OPENBLAS_CORETYPE=Haswell`"
-            in e2e.table(report))
+    text = e2e.table(report)
+    if faulting:
+        assert ("compiled for `c -isa=avx2 -cores=2 -arch=x86_64`; PyTorch and onnxruntime capped to it: CPUID "
+                "answers as on a `avx2` machine" in text) and "`OPENBLAS_CORETYPE=Haswell`" in text
+    else:
+        assert ("compiled for `c -isa=avx2 -cores=2 -arch=x86_64`; PyTorch capped to it (`OPENBLAS_CORETYPE=Haswell`"
+                in text) and "onnxruntime cannot be capped on this machine" in text
     assert "compiled for" not in e2e.table(_report())
 
 

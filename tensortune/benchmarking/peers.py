@@ -27,6 +27,7 @@ import numpy as np
 from ..ops.operator import check_output
 from ..runtime.timer import MAX_CALIBRATIONS, time_repeats
 from ..target import ISA, Target
+from . import cpuid_cap
 
 if TYPE_CHECKING:
     from ..autotvm.task import Task
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 # Set on some machines to work around old OpenBLAS bugs; they slow a current numpy, so peers run without them.
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Settings that keep the peer libraries to an ISA narrower than the machine's, so that they stay comparable
-#: with kernels compiled for it (AVX2 code measured on an AVX-512 machine). onnxruntime has no such setting.
+#: with kernels compiled for it (AVX2 code measured on an AVX-512 machine). onnxruntime has no such setting: where
+#: the machine can, its process also caps CPUID (``cpuid_cap``), which reaches every library.
 #: PyTorch's matmul goes to MKL where it is built with it (the x86 wheels), hence ``MKL_ENABLE_INSTRUCTIONS``.
 ISA_CAPS = {
     ISA.AVX2: {"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
@@ -49,14 +51,17 @@ _ISA_RANK = {ISA.SCALAR: 0, ISA.NEON: 1, ISA.AVX2: 1, ISA.AVX512: 2}
 def peer_environment(target: Target, threads: int) -> tuple[dict[str, str], dict[str, str]]:
     """The environment of a peer process, and the ISA caps in it: the peers run with ``threads`` threads,
     without the OpenBLAS overrides of this shell, and capped to ``target``'s ISA when it is narrower than
-    this machine's (on the same architecture)."""
-    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
+    this machine's (on the same architecture): the libraries' settings, and CPUID (``cpuid_cap.ENV_VAR``, which the
+    child applies with ``cap_from_environment``) where this machine can cap it."""
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES and k != cpuid_cap.ENV_VAR}
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
     host = Target.host()
     caps = {}
     if target.arch == host.arch and _ISA_RANK[target.isa] < _ISA_RANK[host.isa]:
         caps = dict(ISA_CAPS.get(target.isa, {}))
+        if target.isa in cpuid_cap.MASKS and cpuid_cap.cpuid_cap_problem() is None:
+            caps[cpuid_cap.ENV_VAR] = target.isa.value
     return {**env, **caps}, caps
 
 PeerFactory = Callable[[list[np.ndarray], int], Callable[[], np.ndarray]]
@@ -91,18 +96,22 @@ def time_peers(task: Task, threads: int, repeat: int, min_repeat_ms: float) -> d
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"peers": {"error": f"the peer process failed (exit code {proc.returncode}): {tail}"}}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    if caps:  # say which peers ran capped to the target's ISA; onnxruntime has no cap, so it is no fair peer
+    if caps:  # say which peers ran capped to the target's ISA; onnxruntime is capped by CPUID alone, if at all
         for name, entry in out.items():
-            if name == "onnxruntime":
-                entry["uncapped"] = "onnxruntime has no setting that narrows its ISA: it ran with this machine's"
-            else:
+            if name != "onnxruntime":
                 entry["capped"] = " ".join(f"{k}={v}" for k, v in caps.items())
+            elif cpuid_cap.ENV_VAR in caps:
+                entry["capped"] = f"{cpuid_cap.ENV_VAR}={caps[cpuid_cap.ENV_VAR]}"
+            else:
+                entry["uncapped"] = ("onnxruntime has no setting that narrows its ISA and this machine cannot cap "
+                                     f"CPUID ({cpuid_cap.cpuid_cap_problem()}): it ran with this machine's")
     return out
 
 
 def _worker_main() -> int:
     """In the child: read the spec on stdin, print the peers' timings as one JSON line."""
     spec = json.loads(sys.stdin.read())
+    cpuid_cap.cap_from_environment()  # before any peer library reads CPUID
     from ..autotvm.task import Task
     from ..autotvm.templates import TEMPLATES
 
