@@ -11,6 +11,10 @@ uses its blocked layout), so each of its nodes is mapped back to the graph's con
 node its output comes from (``Layers.layer_of``). A ratio below 1 is a layer where tensortune is faster. The two profiles
 run one after the other in this process: read the ratios with the host's drift in mind, and compare whole-network
 latencies with ``e2e.py``.
+
+``--target`` compiles tensortune's network for another target of this machine (its AVX2 code on an AVX-512 host);
+onnxruntime then runs with CPUID capped to that ISA (``benchmarking.cpuid_cap``), as ``e2e.py --target`` runs it.
+    python benchmarks/layers_vs_onnxruntime.py --model mobilenet_v2 --target avx2 --log avx2.jsonl
 """
 from __future__ import annotations
 
@@ -101,6 +105,22 @@ def compare(graph, calls: list[dict], ort_nodes: dict[str, float]) -> tuple[list
     return rows, unmapped
 
 
+def cap_onnxruntime(target: str | None) -> str | None:
+    """Cap this process's CPUID to ``target``'s ISA when it is narrower than this machine's (before onnxruntime is
+    imported); the ISA, or None. A machine that cannot cap CPUID says so with ``CpuidCapError``."""
+    from tensortune.benchmarking import cpuid_cap
+    from tensortune.benchmarking.peers import peer_environment
+    from tensortune.build import resolve_target
+
+    if target is None:
+        return None
+    resolved = resolve_target(target)
+    if not peer_environment(resolved, 1)[1]:
+        return None
+    cpuid_cap.cap_cpuid(resolved.isa)
+    return resolved.isa.value
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="mobilenet_v2",
@@ -109,6 +129,8 @@ def main() -> int:
     p.add_argument("--threads", type=positive_int, default=2)
     p.add_argument("--runs", type=positive_int, default=50, help="onnxruntime runs profiled (after as many warm-up)")
     p.add_argument("--rounds", type=positive_int, default=5, help="tensortune profiles (each call keeps its median)")
+    p.add_argument("--target", help="target of tensortune's network (default: this machine); onnxruntime is capped "
+                                    "to its ISA")
     p.add_argument("--json")
     args = p.parse_args()
 
@@ -120,7 +142,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tt-layers-") as tmp:
         work = Path(tmp)
         model = save_zoo_model(work, args.model) if args.model in zoo.MODELS else Path(args.model)
-        profile = profile_network(str(model), args.log, num_threads=args.threads, rounds=args.rounds).to_json()
+        profile = profile_network(str(model), args.log, args.target, num_threads=args.threads,
+                                  rounds=args.rounds).to_json()
+        capped = cap_onnxruntime(args.target)
+        if capped:
+            print(f"onnxruntime runs with CPUID capped to {capped}")
         ort_nodes = onnxruntime_layers(model, args.threads, args.runs, work)
         rows, unmapped = compare(onnx.load(str(model)).graph, profile["calls"], ort_nodes)
     tt_total = sum(r["tensortune_s"] for r in rows)
