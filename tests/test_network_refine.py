@@ -97,6 +97,39 @@ def test_refine_times_each_layers_candidates_in_the_network_and_compile_runs_its
     assert len(load_records(log, in_network=True)) == alone + result.records
 
 
+def _fake_networks(monkeypatch, g, producer, first, readers) -> list[dict]:
+    """Networks whose profiles are faked from the candidates they run: ``producer``'s first candidate (its fastest
+    alone) takes 1 ms and makes every call reading its output 5 ms slower, any other takes 2 ms; every other call
+    1 ms. Returns the list that gets each built network's picks (node -> (task name, config index), or None for a
+    node of no candidates)."""
+    import importlib
+
+    compile_model, module, program, refine_module = (importlib.import_module(f"tensortune.network.{name}")
+                                                     for name in ("compile_model", "module", "program", "refine"))
+    built: list[dict] = []
+
+    class Fake:
+        def __init__(self, picks):
+            self.picks = picks
+            built.append(picks)
+
+        def profile(self, *inputs, repeat):
+            mine = self.picks[producer]
+            slow = mine == (first.candidates[0].task.name, first.candidates[0].index)
+            return [{"node": n.name, "seconds": (1e-3 if slow else 2e-3) if n.name == producer else
+                     1e-3 + (5e-3 if slow and n.name in readers[producer] else 0.0)} for n in g.nodes]
+
+    def build(graph, target, choose):
+        return {n.name: choose(graph, n, target) for n in graph.nodes}
+
+    monkeypatch.setattr(refine_module, "kernel_of", lambda graph, node, c: (c.task.name, c.index))
+    monkeypatch.setattr(refine_module, "declare", lambda graph, node, target: None)
+    monkeypatch.setattr(program, "build_program", build)
+    monkeypatch.setattr(compile_model, "load_program", lambda picks, target, threads: Fake(picks))
+    monkeypatch.setattr(module, "random_inputs", lambda m: [])
+    return built
+
+
 def test_refine_counts_what_a_layers_readers_spend_and_never_varies_a_layer_and_its_reader_together(
         resnet, tmp_path, monkeypatch):
     """Profiles faked by the candidates each network runs: the first layer's fastest kernel (alone and inside) makes
@@ -115,25 +148,7 @@ def test_refine_counts_what_a_layers_readers_spend_and_never_varies_a_layer_and_
     producer = first.nodes[0]
     assert readers[producer], "the first tuned layer's output is read"
     varied: list[set[str]] = []
-
-    class Fake:
-        def __init__(self, picks):  # node -> (task name, config index), or None for a node of no candidates
-            self.picks = picks
-
-        def profile(self, *inputs, repeat):
-            mine = self.picks[producer]
-            slow = mine == (first.candidates[0].task.name, first.candidates[0].index)
-            return [{"node": n.name, "seconds": (1e-3 if slow else 2e-3) if n.name == producer else
-                     1e-3 + (5e-3 if slow and n.name in readers[producer] else 0.0)} for n in g.nodes]
-
-    def build(graph, target, choose):
-        return {n.name: choose(graph, n, target) for n in graph.nodes}
-
-    monkeypatch.setattr(refine_module, "kernel_of", lambda graph, node, c: (c.task.name, c.index))
-    monkeypatch.setattr(refine_module, "declare", lambda graph, node, target: None)
-    monkeypatch.setattr(program, "build_program", build)
-    monkeypatch.setattr(compile_model, "load_program", lambda picks, target, threads: Fake(picks))
-    monkeypatch.setattr(module, "random_inputs", lambda m: [])
+    _fake_networks(monkeypatch, g, producer, first, readers)
     phases = refine_module._phases(g, layer_candidates(g, HOST, load_records(log), 2))
     for phase in phases:
         nodes = {n for layer in phase for n in layer.nodes}
@@ -149,6 +164,48 @@ def test_refine_counts_what_a_layers_readers_spend_and_never_varies_a_layer_and_
     choose = TunedKernels(log, HOST)
     choose(g, next(n for n in g.nodes if n.name == producer), HOST)
     assert choose.applied[producer] == (layer.candidates[1].task.name, layer.candidates[1].index)
+
+
+def test_a_second_refine_starts_from_the_choices_of_the_first(resnet, tmp_path, monkeypatch):
+    """A layer's neighbours run their choice so far while it is varied: in a first refinement their fastest alone,
+    in a second the first's choices (a second step of the descent), and the second's records decide compile."""
+    import importlib
+
+    refine_module = importlib.import_module("tensortune.network.refine")
+    log = tmp_path / "net.jsonl"
+    _fake_log(resnet, log)
+    g = optimized_graph(resnet, HOST)
+    readers = refine_module._readers(g)
+    # a layer of the second phase: the first phase's networks run it before any refinement has chosen for it
+    first = next(l for l in refine_module._phases(g, layer_candidates(g, HOST, load_records(log), 2))[1]
+                 if len(l.candidates) > 1 and readers[l.nodes[0]])
+    producer = first.nodes[0]
+    built = _fake_networks(monkeypatch, g, producer, first, readers)
+    fastest, other = ((c.task.name, c.index) for c in first.candidates[:2])
+
+    one = refine(resnet, log, HOST, top_k=2, rounds=1, runs=1, check=False)
+    assert next(l for l in one.layers if producer in l.nodes).chosen == 1
+    phases = refine_module._phases(g, one.layers)
+    producer_phase = next(k for k, phase in enumerate(phases) if any(producer in l.nodes for l in phase))
+    per_phase = [len(max(phase, key=lambda l: len(l.candidates)).candidates) for phase in phases]
+    starts = [sum(per_phase[:k]) for k in range(len(phases))]
+
+    def producer_kernels(networks: list[dict]) -> list[set]:
+        """Per phase, the producer's kernels in its networks."""
+        return [{networks[starts[k] + i][producer] for i in range(per_phase[k])} for k in range(len(phases))]
+
+    kernels = producer_kernels(built)
+    later = [k for k in range(len(phases)) if k != producer_phase]
+    assert producer_phase == 1 and all(kernels[k] == ({other} if k > producer_phase else {fastest}) for k in later)
+    built.clear()
+    refine(resnet, log, HOST, top_k=2, rounds=1, runs=1, check=False)
+    kernels = producer_kernels(built)
+    assert all(kernels[k] == {other} for k in later)  # every phase that does not vary it: the first's choice, also
+    # the phase before its own
+    assert kernels[producer_phase] == {(c.task.name, c.index) for c in first.candidates}
+    choose = TunedKernels(log, HOST)
+    choose(g, next(n for n in g.nodes if n.name == producer), HOST)
+    assert choose.applied[producer] == other
 
 
 def _timed_inside(task, index, seconds, network, stamp):

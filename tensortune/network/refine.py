@@ -13,8 +13,11 @@ output (which core holds which rows) decides what the next layer pays to read it
 shows (MobileNetV2, Intel Xeon: after a first layer that split columns among threads, chosen by its own time
 inside the network, the next depthwise layer took 68 us; after one splitting rows, 45 us). So the layers are timed in phases, groups of
 layers none of which reads another's output: in a phase, network ``i`` runs each of the phase's layers' ``i``-th
-candidate and every other layer its choice so far (first its fastest alone), so what a layer's readers spend varies
-with that layer's candidate alone. Each network is profiled ``rounds`` times in turn (each layer's seconds per
+candidate and every other layer its choice so far (first the choice of the log's latest refinement of this
+network, else its fastest alone), so what a layer's readers spend varies with that layer's candidate alone. A
+layer's best candidate depends on its neighbours' choices (how the previous layer's threads left its input, what
+the next one's pay to read its output), so one pass, whose early phases time layers beside neighbours not yet
+refined, is a first step of a descent: running ``refine`` again starts from those choices and is a second. Each network is profiled ``rounds`` times in turn (each layer's seconds per
 call among the others, ``NetworkModule.profile``), and each layer keeps its candidate of least median cost (a
 layer: the nodes of one workload whose inputs and outputs have the same channel blocks). Those costs go to the
 log as records marked with the network's fingerprint and the layer's blocks (``Record.network``); ``compile
@@ -127,6 +130,26 @@ class RefineResult:
         return [{"workload": l.workload, "blocks": l.blocks, "nodes": len(l.nodes), "chosen": l.candidates[l.chosen].label,
                  "candidates": [{"kernel": c.label, "alone_s": c.alone, "in_network_s": l.median(k)}
                                 for k, c in enumerate(l.candidates)]} for l in self.layers]
+
+
+def latest_choice(records: Sequence[Record], tags: Sequence[str], tasks: Sequence[Task]) -> tuple[Task, int] | None:
+    """The task and config index of the fastest candidate (median cost) in the latest refinement among ``records``
+    marked with one of ``tags`` (``layer_tag``) for one of ``tasks`` (a layer's alternatives), or None when there is
+    none. On a tie, the first timed."""
+    mine = [r for r in records if r.network in tags and r.ok and any(r.matches(t) for t in tasks)]
+    if not mine:
+        return None
+    latest = max(r.timestamp for r in mine)
+    found = []
+    for task in tasks:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
+            found += [(statistics.median(r.costs), task, r.config_index)
+                      for r in task_records([r for r in mine if r.timestamp == latest], task) if r.costs]
+    if not found:
+        return None
+    _, task, index = min(found, key=lambda f: f[0])
+    return task, index
 
 
 def kernel_of(g: Graph, node: Node, candidate: Candidate) -> KernelDef:
@@ -268,7 +291,8 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
         return load_program(build_program(g, target, choose), target, num_threads)
 
     readers = _readers(g)
-    current = {id(layer): 0 for layer in layers}  # each layer's choice so far: first its fastest alone
+    # each layer's choice so far: the log's latest refinement's, else its fastest alone
+    current = {id(layer): _previous_choice(layer, everything, fingerprint) for layer in layers}
     phases = _phases(g, layers)
     inputs = None
     for layer in layers:
@@ -307,6 +331,18 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
                 "fastest_alone": network(lambda layer: 0), "chosen": network(lambda layer: layer.chosen)}
         timings = whole_network_seconds(nets, inputs, rounds)
     return RefineResult(fingerprint, layers, timings, time.perf_counter() - start, written)
+
+
+def _previous_choice(layer: Layer, records: Sequence[Record], fingerprint: str) -> int:
+    """The candidate of ``layer`` that the latest refinement of this network in ``records`` chose, or 0 (its
+    fastest alone) when none did or its choice is no candidate now."""
+    tasks = tuple(dict.fromkeys(c.task for c in layer.candidates))
+    found = latest_choice(records, (layer_tag(fingerprint, layer.blocks), fingerprint), tasks)
+    if found is not None:
+        for k, c in enumerate(layer.candidates):
+            if c.task is found[0] and c.index == found[1]:
+                return k
+    return 0
 
 
 def _readers(g: Graph) -> dict[str, list[str]]:

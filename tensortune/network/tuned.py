@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import warnings
 
 from ..autotvm.record import Record, RecordWarning, load_records, task_records
@@ -101,27 +100,13 @@ class TunedKernels:
         log has none."""
         if not self.in_network or not tasks:
             return None
-        from .refine import layer_tag, network_fingerprint
+        from .refine import latest_choice, layer_tag, network_fingerprint
 
         if self._fingerprint is None or self._fingerprint[0] is not g:
             self._fingerprint = (g, network_fingerprint(g, self.target))
         # the records of this node's layer, and those of a refinement written before layers had blocks (the same
         # fingerprint: a plan of default blocks)
-        tags = (layer_tag(self._fingerprint[1], blocks), self._fingerprint[1])
-        mine = [r for r in self.in_network if r.network in tags and r.ok and any(r.matches(t) for t in tasks)]
-        if not mine:
-            return None
-        latest = max(r.timestamp for r in mine)
-        found = []
-        for task in tasks:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RecordWarning)
-                found += [(statistics.median(r.costs), task, r.config_index)
-                          for r in task_records([r for r in mine if r.timestamp == latest], task) if r.costs]
-        if not found:
-            return None
-        _, task, index = min(found, key=lambda f: f[0])  # on a tie, the first timed
-        return task, index
+        return latest_choice(self.in_network, (layer_tag(self._fingerprint[1], blocks), self._fingerprint[1]), tasks)
 
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
         tasks = node_tasks(g, node, target)
