@@ -6,6 +6,9 @@ process the same view: that of an AVX2 machine, say, when tensortune's AVX2 code
 AVX-512 one. It uses Linux's CPUID faulting (``cpuid_cap.c``): x86-64 only, and only where the CPU (or the
 hypervisor) has it; ``cpuid_cap_problem`` says why not elsewhere. The cap must be set before the library is
 imported (it reads CPUID once), holds for this thread and the threads it starts afterwards, and ends at exec.
+It answers CPUID from a SIGSEGV handler that passes every other fault to the handler installed before it (Python's
+``faulthandler`` included); a SIGSEGV handler installed *after* the cap replaces it, and the next CPUID then ends
+the process, so enable ``faulthandler`` before capping, not after.
 
 A peer's child process sets it from its environment (``ENV_VAR``, written by ``peers.peer_environment``), with
 ``cap_from_environment`` called before the peer's import.
