@@ -17,9 +17,10 @@ candidate and every other layer its choice so far (first the choice of the log's
 network, else its fastest alone), so what a layer's readers spend varies with that layer's candidate alone. A
 layer's best candidate depends on its neighbours' choices (how the previous layer's threads left its input, what
 the next one's pay to read its output), so one pass, whose early phases time layers beside neighbours not yet
-refined, is a first step of a descent: running ``refine`` again starts from those choices and is a second. Each network is profiled ``rounds`` times in turn (each layer's seconds per
-call among the others, ``NetworkModule.profile``), and each layer keeps its candidate of least median cost (a
-layer: the nodes of one workload whose inputs and outputs have the same channel blocks). Those costs go to the
+refined, is a first step of a descent: running ``refine`` again starts from those choices and is a second. Each
+network is profiled ``rounds`` times in turn (each layer's seconds per call among the others,
+``NetworkModule.profile``), and each layer keeps its candidate of least median cost (a layer: the nodes of one
+workload whose inputs and outputs have the same channel blocks). Those costs go to the
 log as records marked with the network's fingerprint and the layer's blocks (``Record.network``); ``compile
 --log`` (``TunedKernels``) then chooses each layer's kernel among the latest of them. A whole-network check times
 the untuned network, the one of the fastest configs alone and the chosen one, in turn, and reports them.
