@@ -340,9 +340,10 @@ def test_peers_on_a_narrower_target_are_capped_and_onnxruntime_only_through_cpui
         pytest.skip("needs an AVX-512 host: the AVX2 target is then narrower than the machine")
     seen = {}
 
-    def run(cmd, input, env, capture_output, text):
+    def run(cmd, input, env, capture_output, text):  # the child: it reports the ISA its CPUID was capped to
         seen["env"] = env
-        out = {"numpy": {"median_s": 1e-3}, "onnxruntime": {"median_s": 1e-3}}
+        capped = {"cpuid_isa": env[cpuid_cap.ENV_VAR]} if cpuid_cap.ENV_VAR in env else {}
+        out = {"numpy": {"median_s": 1e-3, **capped}, "onnxruntime": {"median_s": 1e-3, **capped}}
         return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(out), stderr="")
 
     monkeypatch.setattr(peers.subprocess, "run", run)

@@ -137,3 +137,21 @@ def test_an_isa_that_cannot_be_capped_to_or_a_bad_name_is_a_typed_error(monkeypa
         cap_from_environment()
     monkeypatch.delenv(ENV_VAR)
     assert cap_from_environment() is None
+
+
+@needs_faulting
+def test_the_peers_of_a_narrower_target_run_onnxruntime_capped_and_check_its_output():
+    """``peers.time_peers`` on an AVX2 task of an AVX-512 machine: onnxruntime's child caps CPUID before importing
+    it, checks its output against the numpy reference and times it."""
+    pytest.importorskip("onnxruntime")
+    from tensortune.autotvm.catalog import create_task
+    from tensortune.benchmarking.peers import time_peers
+    from tensortune.target import Target
+
+    if Target.host().isa is not ISA.AVX512:
+        pytest.skip("needs an AVX-512 host: the AVX2 target is then narrower than the machine")
+    task = create_task("conv2d", {"IC": 8, "OC": 16, "H": 10, "W": 10, "K": 3, "pad": 1},
+                       target=Target.parse("c -isa=avx2"))
+    out = time_peers(task, 1, 2, 1.0)
+    assert out["onnxruntime"]["cpuid_isa"] == "avx2"  # reported by the child that capped itself
+    assert out["onnxruntime"]["capped"] == f"{ENV_VAR}=avx2" and out["onnxruntime"]["median_s"] > 0

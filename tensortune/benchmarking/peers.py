@@ -100,18 +100,19 @@ def time_peers(task: Task, threads: int, repeat: int, min_repeat_ms: float) -> d
         for name, entry in out.items():
             if name != "onnxruntime":
                 entry["capped"] = " ".join(f"{k}={v}" for k, v in caps.items())
-            elif cpuid_cap.ENV_VAR in caps:
-                entry["capped"] = f"{cpuid_cap.ENV_VAR}={caps[cpuid_cap.ENV_VAR]}"
+            elif cpuid_cap.ENV_VAR in caps and entry.get("cpuid_isa") == caps[cpuid_cap.ENV_VAR]:
+                entry["capped"] = f"{cpuid_cap.ENV_VAR}={entry['cpuid_isa']}"
             else:
-                entry["uncapped"] = ("onnxruntime has no setting that narrows its ISA and this machine cannot cap "
-                                     f"CPUID ({cpuid_cap.cpuid_cap_problem()}): it ran with this machine's")
+                why = cpuid_cap.cpuid_cap_problem() or "its process did not cap it"
+                entry["uncapped"] = (f"onnxruntime has no setting that narrows its ISA and CPUID was not capped ({why}): "
+                                     "it ran with this machine's")
     return out
 
 
 def _worker_main() -> int:
     """In the child: read the spec on stdin, print the peers' timings as one JSON line."""
     spec = json.loads(sys.stdin.read())
-    cpuid_cap.cap_from_environment()  # before any peer library reads CPUID
+    capped = cpuid_cap.cap_from_environment()  # before any peer library reads CPUID
     from ..autotvm.task import Task
     from ..autotvm.templates import TEMPLATES
 
@@ -131,6 +132,9 @@ def _worker_main() -> int:
             continue
         runs = time_callable(fn, spec["repeat"], spec["min_repeat_ms"])
         out[name] = {"median_s": statistics.median(runs), "runs_s": runs}
+    if capped is not None:  # what this process's CPUID reported to the peers
+        for entry in out.values():
+            entry["cpuid_isa"] = capped.value
     print(json.dumps(out))
     return 0
 
