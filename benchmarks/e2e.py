@@ -88,7 +88,7 @@ def _child(spec: dict) -> dict | None:
     from tensortune.benchmarking.cpuid_cap import cap_from_environment
     from tensortune.runtime.timer import time_repeats
 
-    cap_from_environment()  # --target's CPUID cap (set for the capped peers), before a peer library reads CPUID
+    capped = cap_from_environment()  # --target's CPUID cap (set for the capped peers), before a peer reads CPUID
     threads = spec["threads"]
     x = np.load(spec["input"])
     expected = np.load(spec["expected"]) if spec.get("expected") else None
@@ -152,7 +152,7 @@ def _child(spec: dict) -> dict | None:
     # the protocol of time_repeats: a warm-up, then runs per timing raised until one lasts at least min_ms
     per_run = time_repeats(timed, 1, 1, spec["min_ms"])[0]
     count = max(1, int(np.ceil(spec["min_ms"] / 1e3 / per_run)))
-    print(json.dumps({"ready": True, "runs_per_timing": count}), flush=True)
+    print(json.dumps({"ready": True, "runs_per_timing": count, "cpuid_isa": capped and capped.value}), flush=True)
     for _ in sys.stdin:
         print(json.dumps(timed(count) / count), flush=True)
     return None
@@ -214,6 +214,7 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
                          f"repeat={repeat}")
     runs: dict[str, list[list[float]]] = {name: [] for name in specs}
     status: dict[str, dict] = {}
+    cpuid: dict[str, str | None] = {}
     for k in range(processes):
         names = list(specs)
         names = names[k % len(names):] + names[:k % len(names)]
@@ -232,6 +233,7 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
             for p in peers.values():
                 p.close()
         status.update({name: p.status for name, p in peers.items() if not p.ok and name not in status})
+        cpuid.update({name: p.status.get("cpuid_isa") for name, p in peers.items() if p.ok})
     out: dict[str, dict] = {}
     for name in specs:
         if not runs[name]:
@@ -239,6 +241,8 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
             continue
         medians = [float(np.median(r)) for r in runs[name]]
         out[name] = {"median_s": float(np.median(medians)), "runs_s": [t for r in runs[name] for t in r]}
+        if cpuid.get(name):  # the ISA the peer's processes capped CPUID to, as they reported it
+            out[name]["cpuid_isa"] = cpuid[name]
         if processes > 1:
             out[name]["process_medians_s"] = medians
     return out

@@ -95,10 +95,10 @@ def test_a_narrower_target_caps_the_peers_but_not_tensortune(e2e, monkeypatch, f
     assert e2e.isa_caps(None) == {} and e2e.isa_caps(str(Target.host())) == {}
     envs = {}
 
-    class FakePeer:
+    class FakePeer:  # reports the ISA it capped CPUID to, as e2e's child does
         def __init__(self, spec, env):
             envs[spec["name"]] = env
-            self.ok, self.status = True, {"ready": True}
+            self.ok, self.status = True, {"ready": True, "cpuid_isa": env.get(cpuid_cap.ENV_VAR)}
 
         def next(self):
             return 1.0
@@ -108,8 +108,10 @@ def test_a_narrower_target_caps_the_peers_but_not_tensortune(e2e, monkeypatch, f
 
     monkeypatch.setattr(e2e, "_Peer", FakePeer)
     monkeypatch.setattr(e2e.time, "sleep", lambda s: None)
-    e2e.time_interleaved({n: {"name": n} for n in ("torch", "torch_compile", "onnxruntime", "tensortune")}, 1,
-                         caps=caps)
+    out = e2e.time_interleaved({n: {"name": n} for n in ("torch", "torch_compile", "onnxruntime", "tensortune")},
+                               1, caps=caps)
+    assert all((out[n].get("cpuid_isa") == "avx2") == faulting for n in ("torch", "onnxruntime"))
+    assert "cpuid_isa" not in out["tensortune"]
     assert all(envs[n].get("ATEN_CPU_CAPABILITY") == "avx2" for n in ("torch", "torch_compile"))
     assert all((envs[n].get(cpuid_cap.ENV_VAR) == "avx2") == faulting for n in ("torch", "onnxruntime"))
     assert cpuid_cap.ENV_VAR not in envs["tensortune"] and envs["tensortune"].get("ATEN_CPU_CAPABILITY") != "avx2"
