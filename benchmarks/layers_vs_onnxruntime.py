@@ -107,7 +107,8 @@ def compare(graph, calls: list[dict], ort_nodes: dict[str, float]) -> tuple[list
 
 def cap_onnxruntime(target: str | None) -> str | None:
     """Cap this process's CPUID to ``target``'s ISA when it is narrower than this machine's (before onnxruntime is
-    imported); the ISA, or None. A machine that cannot cap CPUID says so with ``CpuidCapError``."""
+    imported); the ISA, or None. A machine that cannot cap CPUID says so with ``CpuidCapError``, a target that names
+    none with ``TargetError``."""
     from tensortune.benchmarking import cpuid_cap
     from tensortune.benchmarking.peers import peer_environment
     from tensortune.build import resolve_target
@@ -139,14 +140,19 @@ def main() -> int:
     from tensortune.network import zoo
     from tensortune.network.profiling import profile_network
 
+    from tensortune.errors import TensortuneError
+
+    try:  # first: a machine that cannot cap says so before anything is profiled (CPUID is not read by tensortune)
+        capped = cap_onnxruntime(args.target)
+    except TensortuneError as e:
+        p.error(f"--target: {e}")
+    if capped:
+        print(f"onnxruntime runs with CPUID capped to {capped}")
     with tempfile.TemporaryDirectory(prefix="tt-layers-") as tmp:
         work = Path(tmp)
         model = save_zoo_model(work, args.model) if args.model in zoo.MODELS else Path(args.model)
         profile = profile_network(str(model), args.log, args.target, num_threads=args.threads,
                                   rounds=args.rounds).to_json()
-        capped = cap_onnxruntime(args.target)
-        if capped:
-            print(f"onnxruntime runs with CPUID capped to {capped}")
         ort_nodes = onnxruntime_layers(model, args.threads, args.runs, work)
         rows, unmapped = compare(onnx.load(str(model)).graph, profile["calls"], ort_nodes)
     tt_total = sum(r["tensortune_s"] for r in rows)

@@ -314,7 +314,7 @@ def _host_isa(arch: str) -> ISA:
         return ISA.NEON
     if arch != "x86_64":
         return ISA.SCALAR
-    flags = _cpu_flags()
+    flags = cpu_flags()
     if "avx512f" in flags:
         return ISA.AVX512
     if {"avx2", "fma"} <= flags:
@@ -322,7 +322,7 @@ def _host_isa(arch: str) -> ISA:
     return ISA.SCALAR
 
 
-def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     """CPU feature flags from the first ``flags`` line of /proc/cpuinfo (empty where there is none)."""
     try:
         text = cpuinfo.read_text()

@@ -120,7 +120,7 @@ def test_onnxruntime_capped_to_avx2_computes_a_convolution_right():
 
 
 def test_a_machine_without_cpuid_faulting_says_so(monkeypatch):
-    monkeypatch.setattr(cpuid_cap, "_cpu_flags", lambda: {"fpu", "avx2"})
+    monkeypatch.setattr(cpuid_cap, "cpu_flags", lambda: {"fpu", "avx2"})
     monkeypatch.setattr(cpuid_cap.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(cpuid_cap.sys, "platform", "linux")
     with pytest.raises(CpuidCapError, match="no CPUID faulting"):

@@ -23,7 +23,7 @@ import sys
 from importlib import resources
 
 from ..errors import TensortuneError
-from ..target import ISA
+from ..target import ISA, cpu_flags
 
 #: environment variable naming the ISA a peer's child process caps its CPUID to
 ENV_VAR = "TENSORTUNE_CPUID_ISA"
@@ -64,20 +64,9 @@ def cpuid_cap_problem() -> str | None:
     """Why CPUID cannot be capped in this process, or None when it can."""
     if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
         return f"CPUID capping needs x86-64 Linux (this is {platform.machine()} {sys.platform})"
-    if "cpuid_fault" not in _cpu_flags():
+    if "cpuid_fault" not in cpu_flags():
         return "this CPU (or its hypervisor) has no CPUID faulting, which CPUID capping needs"
     return None
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def cap_cpuid(isa: ISA) -> None:
