@@ -947,7 +947,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     rows = [{"index": k + 1, "kind": t.kind, "template": t.task.name if t.task else None, "workload": t.workload,
              "args": list(t.task.args) if t.task else None, "nodes": list(t.nodes), "occurrences": t.occurrences,
              "flops": t.flops, "total_flops": t.total_flops, "share": t.total_flops / total if total else 0.0,
-             "alternatives": [{"template": a.name, "workload": a.workload_key} for a in t.alternatives]}
+             "alternatives": [{"template": a.name, "workload": a.workload_key, "args": list(a.args)}
+                              for a in t.alternatives]}
             for k, t in enumerate(tasks)]
     tunable = sum(r["total_flops"] for r in rows if r["template"])
     if args.json:
@@ -970,7 +971,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         print(f"  {r['index']:>3}  {r['kind']:<16} {r['template'] or '(default schedule)':<28} {what:<34} "
               f"{r['occurrences']:>5} {r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
         for alt in r["alternatives"]:
-            print(f"  {'':>3}  {'  alternative':<16} {alt['template']:<28} (the same nodes)")
+            what = json.dumps(alt["args"], separators=(",", ":"))
+            view = ", pixels as one row" if alt["template"] == r["template"] else ""
+            print(f"  {'':>3}  {'  alternative':<16} {alt['template']:<28} {what:<34} (the same nodes{view})")
     return EXIT_OK
 
 

@@ -274,6 +274,15 @@ def test_fresh_input_rewrites_a_blocked_tensor_in_bands_of_rows_and_keeps_it(rng
     assert row_bands(shape, 4) == (3, 5, 448)
 
 
+def test_row_bands_of_a_one_row_blocked_tensor_are_bands_of_pixels():
+    """A 1x1 convolution's input seen as one row of its pixels (graph.tasks.flat_args) is left by the previous layer
+    in bands of pixels of every channel block, not written by one thread."""
+    from tensortune.runtime.timer import row_bands
+
+    assert row_bands((1, 20, 1, 49, 8), 4) == (20, 49, 32)
+    assert row_bands((2, 4, 1, 1, 16), 4) == (8, 1, 64)  # a dense layer's 1x1 images: as before
+
+
 @pytest.mark.parametrize("shape, bands", [((64, 40), (1, 160, 64)), ((3, 5), (1, 1, 64)), ((2, 4, 3, 3), (1, 5, 64))])
 def test_row_bands_of_other_tensors_are_contiguous_lines(shape, bands):
     from tensortune.runtime.timer import row_bands

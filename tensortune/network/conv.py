@@ -18,9 +18,9 @@ import numpy as np
 
 from .. import te
 from ..graph.ir import Graph, Layout, Node, Value
-from ..graph.ops import Conv, Dense, EpilogueStep
+from ..graph.ops import Conv, Dense, EpilogueStep, TensorType
 from ..graph.passes.plan_layout import channel_block
-from ..graph.tasks import winograd_args
+from ..graph.tasks import flat_shape, winograd_args
 from ..ops import Operator, Part, conv2d_winograd_nchwc
 from ..ops.schedule_helpers import default_blocked_schedule
 from ..ops.winograd import default_tile_size, winograd_weight
@@ -74,9 +74,21 @@ def _step_fn(step: EpilogueStep, operand: tuple[Tensor, Value, bool] | None) -> 
     return fn
 
 
-def _operands(a: KernelArgs, g: Graph, node: Node) -> list[tuple[Tensor, Value, bool]]:
+def _operands(a: KernelArgs, g: Graph, node: Node, one_row: bool = False) -> list[tuple[Tensor, Value, bool]]:
+    """The epilogue's operands: (placeholder, value, is constant); with ``one_row``, each seen as broadcasting to the
+    output's pixels as one row (``graph.tasks.flat_shape``; its value a view of that shape)."""
     base = node.op.num_base_inputs
-    return [(a.value(i, "operand"), g.values[i], g.is_constant(i)) for i in node.inputs[base:]]
+    if not one_row:
+        return [(a.value(i, "operand"), g.values[i], g.is_constant(i)) for i in node.inputs[base:]]
+    _, _, h, w = g.values[node.outputs[0]].shape
+    found = []
+    for i in node.inputs[base:]:
+        v = g.values[i]
+        view = Value(v.name, TensorType(flat_shape(v.shape, h, w), v.dtype), v.layout)
+        t = (a.const(g.constants[i].reshape(view.shape), "operand") if g.is_constant(i)
+             else a.value(i, "operand", view.layout.storage_shape(view.shape)))
+        found.append((t, view, g.is_constant(i)))
+    return found
 
 
 def _no_reference(*_args):
@@ -116,6 +128,13 @@ class ConvShape:
         op: Conv = node.op
         return ConvShape(n, c, h, wd, o, kh, kw, op.strides, op.pads, op.dilations, op.groups, out.shape[2],
                          out.shape[3])
+
+    def one_row(self) -> "ConvShape":
+        """A 1x1, stride-1, unpadded convolution seen over its pixels as one row of ``H*W`` (``graph.tasks.flat_args``:
+        the same memory in NCHW[x]c)."""
+        assert (self.KH, self.KW, self.strides, self.pads) == (1, 1, (1, 1), (0, 0, 0, 0)), self
+        return ConvShape(self.N, self.C, 1, self.H * self.W, self.O, 1, 1, (1, 1), (0, 0, 0, 0), self.dilations,
+                         self.groups, 1, self.OH * self.OW)
 
     @property
     def flops(self) -> int:
@@ -215,11 +234,12 @@ def is_blocked_conv(g: Graph, node: Node, lanes: int) -> bool:
 
 
 def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[int, ...] | None,
-              pack: Callable[[np.ndarray], np.ndarray]) -> tuple[Callable[[], tuple[Tensor, Tensor, list[Tensor]]],
-                                                                Callable[[Tensor], list[Tensor]]]:
+              pack: Callable[[np.ndarray], np.ndarray], one_row: bool = False
+              ) -> tuple[Callable[[], tuple[Tensor, Tensor, list[Tensor]]], Callable[[Tensor], list[Tensor]]]:
     """``inputs()`` and ``epilogue(acc)`` of a node's fused convolution, arguments bound in ``a``: the data (seen as
     ``data_view`` if given), the node's constant OIHW weights packed by ``pack`` (once, here), the bias and the
-    epilogue's operands; then the stages of its bias and epilogue after ``acc`` (blocks of ``ocb`` channels)."""
+    epilogue's operands (seen over the pixels as one row with ``one_row``); then the stages of its bias and epilogue
+    after ``acc`` (blocks of ``ocb`` channels)."""
     sh = ConvShape.of(g, node)
     out_v = g.values[node.outputs[0]]
     w = g.constants.get(node.inputs[1])
@@ -234,7 +254,7 @@ def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[in
         wp = a.const(pack(w), "weight")
         if node.op.has_bias:
             bias_t.append(a.value(node.inputs[2], "bias"))
-        operands.extend(_operands(a, g, node))
+        operands.extend(_operands(a, g, node, one_row))
         return data, wp, bias_t + [t for t, _, _ in operands]
 
     def logical(ax):
@@ -247,12 +267,18 @@ def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[in
 
 
 def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int = 1,
-                  dense_blocks: tuple[int, int] | None = None) -> Operator:
+                  dense_blocks: tuple[int, int] | None = None, one_row: bool = False) -> Operator:
     """The blocked convolution (or depthwise) operator of a Conv or Dense node, its arguments bound in ``a``
     (``ow_tile``: see ``blocked_conv``; ``dense_blocks``: the channel blocks of a dense layer, whose plain ``[M, K]``
-    and ``[M, N]`` lie in memory as 1x1 images blocked any way, default ``conv_blocks``)."""
+    and ``[M, N]`` lie in memory as 1x1 images blocked any way, default ``conv_blocks``; ``one_row``: a 1x1,
+    stride-1, unpadded convolution computed over its pixels as one row, ``ConvShape.one_row``)."""
     sh = ConvShape.of(g, node)
     icb, ocb = dense_blocks if dense_blocks and isinstance(node.op, Dense) else conv_blocks(g, node, lanes)
+    if one_row:
+        sh = sh.one_row()
+        inputs, epilogue = _fused_io(g, node, a, ocb, (sh.N, sh.C // icb, 1, sh.W, icb),
+                                     lambda w: pack_conv_weight(w, 1, icb, ocb), one_row=True)
+        return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile)
 
     def pack(w):
         if sh.depthwise:

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 from ..build import resolve_target
 from ..errors import ArgumentError
-from ..graph.tasks import DEFAULT_TEMPLATE, node_tasks
+from ..graph.tasks import DEFAULT_TEMPLATE, is_flat, node_tasks
 from ..target import Target
 
 
@@ -112,6 +112,10 @@ def _config_of(choose, g, node, target: Target) -> tuple[str, float | None]:
     if not tasks:  # not a tunable layer (a pooling, a layout copy)
         return "-", None
     template, index = choose.applied.get(node.name, (DEFAULT_TEMPLATE, 0))
-    task = next((t for t in tasks if t.name == template), None)
+    task = choose.applied_task.get(node.name) or next((t for t in tasks if t.name == template), None)
     alone = None if task is None else choose.alone_seconds(task, index)
-    return ("default" if template == DEFAULT_TEMPLATE else f"{template} #{index}"), alone
+    return ("default" if template == DEFAULT_TEMPLATE else f"{template}{_view(g, node, task)} #{index}"), alone
+
+
+def _view(g, node, task) -> str:
+    return " (one row)" if task is not None and is_flat(g, node, task) else ""

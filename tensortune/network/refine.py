@@ -46,7 +46,7 @@ from ..dtype import DType
 from ..errors import ArgumentError
 from ..graph.ir import Graph, Node
 from ..graph.passes.plan_layout import channel_block
-from ..graph.tasks import DEFAULT_TEMPLATE, node_tasks
+from ..graph.tasks import DEFAULT_TEMPLATE, is_flat, node_tasks
 from ..target import Target
 from .declare import declare
 from .kernels import KernelDef
@@ -87,6 +87,7 @@ class Candidate:
     task: Task
     index: int
     alone: float | None
+    one_row: bool = False  # the task of the layer's pixels as one row (graph.tasks.flat_args)
 
     @property
     def is_default(self) -> bool:
@@ -94,7 +95,7 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        return "default" if self.is_default else f"{self.task.name}#{self.index}"
+        return "default" if self.is_default else f"{self.task.name}{' (one row)' * self.one_row}#{self.index}"
 
 
 @dataclass
@@ -219,18 +220,18 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
             # configs lead alone) and of each other kind (``config_kind``): a kernel that reads its input in
             # another order than the previous layer's threads wrote it, or that streams more weights, is the
             # likeliest to rank otherwise in the network
-            if (task.name, index) in seen or not np.isfinite(cost):
+            if (task.workload_key, index) in seen or not np.isfinite(cost):
                 continue
-            kind = (task.name, *config_kind(config))
+            kind = (task.workload_key, *config_kind(config))  # a view of the layer (one row) is a template apart
             if len(chosen) >= top_k and kind in kinds:
                 continue
-            candidate = Candidate(task, index, cost)
+            candidate = Candidate(task, index, cost, is_flat(g, node, task))
             if not candidate.is_default:
                 try:
                     kernel_of(g, node, candidate)
                 except _BlockMismatch:
                     continue
-            seen.add((task.name, index))
+            seen.add((task.workload_key, index))
             kinds.add(kind)
             chosen.append(candidate)
         if not any(c.is_default for c in chosen):

@@ -27,7 +27,7 @@ from ..errors import TensortuneError
 from ..dtype import DType
 from ..graph.ir import Graph, Node
 from ..graph.ops import Dense
-from ..graph.tasks import DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, WINOGRAD_TEMPLATE, node_tasks
+from ..graph.tasks import DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, WINOGRAD_TEMPLATE, is_flat, node_tasks
 from ..target import Target
 from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv, winograd_operator
 from .declare import declare
@@ -58,6 +58,7 @@ class TunedKernels:
         self.in_network = [r for r in everything if r.network]
         self.target = target
         self.applied: dict[str, tuple[str, int]] = {}
+        self.applied_task: dict[str, Task] = {}  # the task of each node's config in ``applied`` (a view, Winograd...)
         self.kept_default: list[str] = []
         self.refined: list[str] = []  # nodes whose kernel was chosen by timings inside the network
         self._ok: dict[str, list[Record]] = {}
@@ -140,6 +141,7 @@ class TunedKernels:
             warnings.warn(f"node '{node.name}': {e}; using its default schedule", TunedLayoutWarning, stacklevel=2)
             return declare(g, node, target)
         self.applied[node.name] = (task.name, index)
+        self.applied_task[node.name] = task
         return kd
 
 
@@ -162,6 +164,7 @@ def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
         raise _BlockMismatch("the convolution does not run in the blocked layout")
     a = KernelArgs(g)
     blocks = conv_blocks(g, node, lanes)
+    one_row = is_flat(g, node, task)  # the task of its pixels as one row (graph.tasks.flat_args)
 
     def declare_fused(*args, **options):
         # called like ops.conv2d_nchwc_packed (..., icb, ocb, dtype, ow_tile=), ops.conv2d_winograd_nchwc (..., tile,
@@ -175,9 +178,9 @@ def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
                                  f"{blocks[0]}/{blocks[1]}")
         if task.name == WINOGRAD_TEMPLATE:
             return winograd_operator(g, node, a, lanes, args[-4], **options)
-        return conv_operator(g, node, a, lanes, **options)
+        return conv_operator(g, node, a, lanes, one_row=one_row, **options)
 
     s, op = task.template.fn(_config(task, index), *task.args, declare=declare_fused)
-    kd = a.done(conv_kind(g, node), node, op.output, s, op.flops, extra_key=(task.name, index))
+    kd = a.done(conv_kind(g, node), node, op.output, s, op.flops, extra_key=(task.name, one_row, index))
     kd.template = task.name
     return kd
