@@ -24,6 +24,12 @@ from ..space import SplitEntity
 from ..task import template
 
 
+#: the most vectors of output channels a register tile of the packed template holds: more than the widest block, so
+#: that a layer whose channels divide into 5 or 6 vectors only (a 1000-class classifier: 125 vectors of 8) can hold
+#: several independent accumulators
+MAX_TILE_VECTORS = 6
+
+
 def _vectors(channels: int, lanes: int) -> int:
     return -(-channels // lanes)
 
@@ -159,7 +165,7 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     base_icb, base_ocb = packed_blocks(C, O, lanes)
     vectors = _vectors(base_ocb, lanes)
     cfg.define_split("tile_oc", O // base_ocb, num_outputs=2,
-                     filter=lambda e: e.size[-1] * vectors <= MAX_BLOCK_VECTORS)
+                     filter=lambda e: e.size[-1] * vectors <= MAX_TILE_VECTORS)
     cfg.define_split("tile_oh", oh, num_outputs=2)
     _define_column_tiles(cfg, ow)
     cfg.define_reorder("reorder_outer", [0, 1, 2], policy="all")
