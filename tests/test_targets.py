@@ -158,3 +158,21 @@ def test_a_1000_class_classifier_tunes_on_every_target(target_name):
             out = np.full(op.output.shape, np.nan, np.float32)
             tt.build(sch, op.args, target=target)(*task.kernel_inputs(index, canonical), out)
             np.testing.assert_allclose(out, task.reference(canonical, index), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", [t for t in runnable_targets() if t.isa is ISA.AVX2], ids=str)
+def test_a_classifiers_register_tile_holds_several_vectors_and_equals_numpy(target):
+    """1000 output channels are 125 vectors of 8 on AVX2, and 125 has no divisor from 2 to 4: the packed template's
+    register tiles also hold 5 vectors, independent accumulators for a layer of one pixel (one vector alone waits
+    on its own FMA chain). Such configs fit the registers and compute the reference."""
+    task = Task(TEMPLATES["conv2d_nchwc_packed"], (1, 96, 1, 1, 1000, 1, 1, 0), target)
+    wide = [i for i in task.space.sample(400, random.Random(5)) if task.space.get(i)["tile_oc"].size[-1] == 5]
+    assert wide, "no register tile of 5 vectors in the space"
+    x, w = task.make_inputs()
+    for index in wide[:3]:
+        s, op = task.instantiate(index)
+        module = tt.build(s, list(op.args), target=target, num_threads=2)
+        assert accumulator_vectors(tt.lower(s, list(op.args)), op, target.lanes("float32")) == 5
+        y = op.empty_output()
+        module(*task.kernel_inputs(index, [x, w]), y)
+        np.testing.assert_allclose(y, task.reference([x, w], index), rtol=1e-4, atol=1e-4)
