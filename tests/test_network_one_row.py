@@ -17,6 +17,12 @@ from tensortune.graph.tasks import FLAT_MAX_WIDTH, extract_tasks, flat_shape, is
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.program import build_program
 from tensortune.network.tuned import TunedKernels
+from tensortune.target import ISA, Target
+
+#: the view is offered on targets of 16 vector registers: AVX2 code, which x86-64 hosts with AVX2 run
+AVX2 = Target(ISA.AVX2, 2, "x86_64")
+needs_avx2 = pytest.mark.skipif(Target.host().isa not in (ISA.AVX2, ISA.AVX512),
+                                reason="AVX2 code runs on x86-64 hosts with AVX2 only")
 
 
 @settings(max_examples=60, deadline=None)
@@ -72,7 +78,7 @@ def _conv_node(graph, name):
 
 
 def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_the_view():
-    target = tt.Target.host()
+    target = AVX2
     graph = optimized_graph(_epilogue_model(5, 7), target)
     flat = {name: [t.args for t in _tasks_of(graph, _conv_node(graph, name), target) if is_flat(graph,
                                                                                               _conv_node(graph, name), t)]
@@ -87,6 +93,10 @@ def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_t
     g = optimized_graph(m, target)
     for t in extract_tasks(g, target):
         assert not any(a.name == "conv2d_nchwc_packed" for a in t.alternatives), t
+    # targets of 32 vector registers fit a short row in one tile: no view
+    for wide in (Target(ISA.AVX512, 2, "x86_64"), Target(ISA.NEON, 2, "aarch64")):
+        g = optimized_graph(_epilogue_model(5, 7), wide)
+        assert not any(a.name == "conv2d_nchwc_packed" for t in extract_tasks(g, wide) for a in t.alternatives)
 
 
 def _tasks_of(graph, n, target):
@@ -105,12 +115,13 @@ def _flat_log(path, tasks, seed):
     return {t.workload_key: inp.config_index for t, (inp, _) in zip(tasks, pairs)}
 
 
+@needs_avx2
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_one_row_kernels_with_epilogue_operands_compute_the_model(tmp_path, seed):
     """The one-row kernels of random configs, fused with a full-shape and a per-channel constant, a ReLU and a
     residual value, compute what onnxruntime computes; the layer without the view keeps its own kernel."""
     m = _epilogue_model(5, 7)
-    target = tt.Target.host()
+    target = AVX2
     graph = optimized_graph(m, target)
     flat = [a for t in extract_tasks(graph, target) for a in t.alternatives if a.args[2] == 1 and a.args[3] == 35]
     assert len(flat) == 1  # the two layers with the view share one workload
@@ -119,16 +130,17 @@ def test_one_row_kernels_with_epilogue_operands_compute_the_model(tmp_path, seed
     build_program(graph, target, choose)
     assert {n for n, t in choose.applied_task.items() if t == flat[0]} == {_conv_node(graph, "a").name,
                                                                           _conv_node(graph, "c").name}
-    module = tt.compile(m, log=tmp_path / "log.jsonl")
+    module = tt.compile(m, target, log=tmp_path / "log.jsonl")
     x = rand((1, 16, 5, 7), seed)
     assert_close(module(x), ort_run(m, {"x": x})[0])
 
 
+@needs_avx2
 def test_mobilenet_runs_one_row_kernels_where_its_log_says(tmp_path):
     """MobileNetV2 at 64x64 (residual adds fused into projections): every one-row alternative (the 1x1 layers at
     16x16 and below) with a record faster than the rest runs, and the network computes onnxruntime's output."""
     m = zoo.mobilenet_v2(image=64)
-    target = tt.Target.host()
+    target = AVX2
     graph = optimized_graph(m, target)
     tasks = extract_tasks(graph, target)
     flat = [a for t in tasks for a in t.alternatives if a.name == "conv2d_nchwc_packed"]
@@ -139,6 +151,6 @@ def test_mobilenet_runs_one_row_kernels_where_its_log_says(tmp_path):
     build_program(graph, target, choose)
     ran = {t.workload_key: choose.applied[n][1] for n, t in choose.applied_task.items()}
     assert ran == chosen
-    module = tt.compile(m, log=tmp_path / "log.jsonl")
+    module = tt.compile(m, target, log=tmp_path / "log.jsonl")
     x = rand((1, 3, 64, 64), 7)
     assert_close(module(x), ort_run(m, {"input": x})[0])
