@@ -19,8 +19,9 @@ On a target of at most ``FLAT_MAX_REGISTERS`` vector registers (AVX2), a 1x1, st
 output rows are shorter than ``FLAT_MAX_WIDTH`` has one more alternative: the same template's task of its
 ``H x W`` pixels seen as one row, ``(N, C, 1, H*W, O, 1, 1, 0)`` (``flat_args``). In NCHW[x]c the pixels of a channel block lie one after the other, rows included, so the view
 moves nothing; it lets a register tile of ``t`` columns run along all ``H*W`` pixels instead of each short row
-(a row of 7 computed in tiles of 4 is 8 columns of work, 12.5% wasted; 49 pixels are 52; a row of 28 in tiles of
-6 wastes 7%, 784 pixels 0.3%). Longer rows waste little at their ends. With 32 registers (AVX-512, NEON) a tile of
+(a row of 7 computed in tiles of 4 is 8 columns of work, 12.5% wasted; 49 pixels are 52). Longer rows waste little
+at their ends: on AVX2 the view of MobileNetV2's 28x28 layers measured even (-7% to +2%), against 6-14% faster at
+7x7 and 14x14, so it is not offered there, where it would only cost trials. With 32 registers (AVX-512, NEON) a tile of
 7 or 14 columns and several vectors fits a short row exactly, and the view measured even (AVX-512 on Zen 4: every
 MobileNetV2 layer at 7x7-28x28 within 1-2%, against 6-14% faster at 7x7 and 14x14 on AVX2): there it would only
 cost trials.
@@ -40,7 +41,7 @@ DEPTHWISE_TEMPLATE = "depthwise_conv2d_nchwc_packed"
 WINOGRAD_TEMPLATE = "conv2d_winograd_nchwc_packed"
 DEFAULT_TEMPLATE = "nchwc_default"
 #: 1x1 convolutions with output rows shorter than this also get the task of their pixels as one row
-FLAT_MAX_WIDTH = 32
+FLAT_MAX_WIDTH = 16
 #: ... on targets with at most this many vector registers
 FLAT_MAX_REGISTERS = 16
 
