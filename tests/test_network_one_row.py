@@ -13,7 +13,7 @@ import tensortune as tt
 from onnx_models import assert_close, default_blocks, model, node, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
-from tensortune.graph.tasks import FLAT_MAX_WIDTH, extract_tasks, flat_shape, is_flat
+from tensortune.graph.tasks import FLAT_MAX_WIDTH, extract_tasks, flat_shape, is_flat, node_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.program import build_program
 from tensortune.network.tuned import TunedKernels
@@ -80,9 +80,10 @@ def _conv_node(graph, name):
 def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_the_view():
     target = AVX2
     graph = optimized_graph(_epilogue_model(5, 7), target)
-    flat = {name: [t.args for t in _tasks_of(graph, _conv_node(graph, name), target) if is_flat(graph,
-                                                                                              _conv_node(graph, name), t)]
-            for name in "abc"}
+    flat = {}
+    for name in "abc":
+        n = _conv_node(graph, name)
+        flat[name] = [t.args for t in node_tasks(graph, n, target) if is_flat(graph, n, t)]
     assert flat == {"a": [(1, 16, 1, 35, 16, 1, 1, 0)], "b": [], "c": [(1, 16, 1, 35, 16, 1, 1, 0)]}
     # a 3x3 convolution, a strided 1x1 and rows as long as FLAT_MAX_WIDTH get no view
     m = model([_conv("p", "x", (16, 16), 3, 1, 1)[0], _conv("q", "p", (16, 16), 1, 2, 0)[0],
@@ -99,10 +100,23 @@ def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_t
         assert not any(a.name == "conv2d_nchwc_packed" for t in extract_tasks(g, wide) for a in t.alternatives)
 
 
-def _tasks_of(graph, n, target):
-    from tensortune.graph.tasks import node_tasks
+def test_a_view_equal_to_another_layers_task_is_tuned_once():
+    """A 5x7 layer's view (1, 16, 1, 35, 16) is the direct task of a layer on a 1x35 image: the scheduler gets it
+    once, in that layer's group (it rejects a task listed twice), and both networks' layers still compute it."""
+    from tensortune.autotvm.scheduler import TaskScheduler
+    from tensortune.network.tuning import weighted_tasks
 
-    return node_tasks(graph, n, target)
+    a, ia = _conv("a", "x", (16, 16), rng_seed=1)
+    b, ib = _conv("b", "x2", (16, 16), rng_seed=2)
+    m = model([a, b, node("Relu", ["a"], ["y"]), node("Relu", ["b"], ["z"])],
+              {"x": (1, 16, 5, 7), "x2": (1, 16, 1, 35)}, ["y", "z"], {**ia, **ib})
+    tasks = extract_tasks(optimized_graph(m, AVX2), AVX2)
+    keys = [t.workload_key for nt in tasks for t in nt.tasks]
+    assert len(keys) == len(set(keys))
+    row = next(nt for nt in tasks if nt.task.args == (1, 16, 1, 35, 16, 1, 1, 0))
+    square = next(nt for nt in tasks if nt.task.args == (1, 16, 5, 7, 16, 1, 1, 0))
+    assert not any(t.args == row.task.args for t in square.alternatives)
+    TaskScheduler(weighted_tasks(tasks), 0, progress=False)  # accepted: no task twice
 
 
 def _flat_log(path, tasks, seed):

@@ -17,14 +17,13 @@ beat the default in the same run.
 
 On a target of at most ``FLAT_MAX_REGISTERS`` vector registers (AVX2), a 1x1, stride-1, unpadded convolution whose
 output rows are shorter than ``FLAT_MAX_WIDTH`` has one more alternative: the same template's task of its
-``H x W`` pixels seen as one row, ``(N, C, 1, H*W, O, 1, 1, 0)`` (``flat_args``). In NCHW[x]c the pixels of a channel block lie one after the other, rows included, so the view
-moves nothing; it lets a register tile of ``t`` columns run along all ``H*W`` pixels instead of each short row
-(a row of 7 computed in tiles of 4 is 8 columns of work, 12.5% wasted; 49 pixels are 52). Longer rows waste little
-at their ends: on AVX2 the view of MobileNetV2's 28x28 layers measured even (-7% to +2%), against 6-14% faster at
-7x7 and 14x14, so it is not offered there, where it would only cost trials. With 32 registers (AVX-512, NEON) a tile of
-7 or 14 columns and several vectors fits a short row exactly, and the view measured even (AVX-512 on Zen 4: every
-MobileNetV2 layer at 7x7-28x28 within 1-2%, against 6-14% faster at 7x7 and 14x14 on AVX2): there it would only
-cost trials.
+``H x W`` pixels seen as one row, ``(N, C, 1, H*W, O, 1, 1, 0)`` (``flat_args``). In NCHW[x]c the pixels of a
+channel block lie one after the other, rows included, so the view moves nothing; it lets a register tile of ``t``
+columns run along all ``H*W`` pixels instead of each short row (a row of 7 computed in tiles of 4 is 8 columns of
+work, 12.5% wasted; 49 pixels are 52). Measured on AVX2 (Zen 4), the view ran MobileNetV2's 1x1 layers at 7x7 and
+14x14 6-14% faster and those at 28x28 even (-7% to +2%); with 32 registers (AVX-512, NEON) a tile of 7 columns and
+several vectors fits a short row exactly, and on AVX-512 every view measured even. Where it measured even it is not
+offered: it would only cost trials.
 """
 from __future__ import annotations
 
