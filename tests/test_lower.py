@@ -530,6 +530,74 @@ def test_compute_at_an_outer_axis_allocates_rows(check_lowering):
     assert _allocs(check_lowering(s, [A, C]))["P"].shape == (2, 6)
 
 
+def _stencil_then_reduction(rows=6, cols=7, channels=5, taps=3):
+    """P (a per-element stage of A) read with a halo of ``taps`` rows by C, a sum over channels and taps of P times
+    weights, read by the output D: the shape of a depthwise layer's output read by the next layer's accumulator."""
+    A = te.placeholder((channels, rows + taps - 1, cols), "float32", "A")
+    Wt = te.placeholder((4, channels, taps), "float32", "Wt")
+    P = te.compute(A.shape, lambda c, y, x: A[c, y, x] * 2.0 + 1.0, "P")
+    r, t = te.reduce_axis(channels, "r"), te.reduce_axis(taps, "t")
+    C = te.compute((4, rows, cols), lambda o, y, x: te.sum(P[r, y + t, x] * Wt[o, r, t], axis=[r, t]), "C")
+    D = te.compute(C.shape, lambda o, y, x: te.maximum(C[o, y, x], te.const(0.0, "float32")), "D")
+    return A, Wt, P, C, D
+
+
+def _stencil_reference(a, w):
+    p, taps = a * 2 + 1, w.shape[2]
+    rows = a.shape[1] - taps + 1
+    return np.maximum(sum(np.einsum("cyx,oc->oyx", p[:, t:t + rows], w[:, :, t]) for t in range(taps)), 0)
+
+
+@pytest.mark.parametrize("band", [1, 2, 4])
+def test_compute_at_a_loop_of_the_consumers_consumer_allocates_the_band(check_lowering, check_run, rng, band):
+    """P computed at D's row-band loop, outside the output channels, while P's consumer C (a reduction) is computed
+    per element inside that loop: P's buffer holds every channel of the band's rows and their halo, computed once
+    per band, and the result equals numpy's."""
+    A, Wt, P, C, D = _stencil_then_reduction()
+    s = tt.create_schedule(D)
+    o, y, x = s[D].axis
+    yo, yi = s[D].split(y, band)
+    s[D].reorder(yo, o, yi, x)
+    s[C].compute_at(s[D], x)
+    s[P].compute_at(s[D], yo)
+    fn = check_lowering(s, [A, Wt, D])
+    assert _allocs(fn)["P"].shape == (5, band + 2, 7)
+    a = rng.standard_normal(A.shape).astype("float32")
+    w = rng.standard_normal(Wt.shape).astype("float32")
+    check_run(s, [A, Wt, D], [a, w], _stencil_reference(a, w), rtol=1e-4, atol=1e-4)
+
+
+def test_compute_at_through_two_consumers(check_lowering, check_run, rng):
+    """A chain of three: P computed at D's row-band loop is read by C.local (C's cache, the reduction), computed
+    inside C, computed inside D: the region of each link is what the next reads there."""
+    A, Wt, P, C, D = _stencil_then_reduction(rows=8)
+    s = tt.create_schedule(D)
+    CL = s.cache_write(C, "local")
+    o, y, x = s[D].axis
+    yo, yi = s[D].split(y, 4)
+    s[D].reorder(yo, o, yi, x)
+    s[C].compute_at(s[D], x)
+    s[CL].compute_at(s[C], s[C].axis[2])
+    s[P].compute_at(s[D], yo)
+    fn = check_lowering(s, [A, Wt, D])
+    assert _allocs(fn)["P"].shape == (5, 4 + 2, 7)
+    a = rng.standard_normal(A.shape).astype("float32")
+    w = rng.standard_normal(Wt.shape).astype("float32")
+    check_run(s, [A, Wt, D], [a, w], _stencil_reference(a, w), rtol=1e-4, atol=1e-4)
+
+
+def test_compute_at_inside_the_loop_that_holds_its_consumer_is_an_error(check_lowering):
+    """P at D's innermost loop while its consumer C is computed at an outer loop of D: P would be computed after
+    C read it."""
+    A, Wt, P, C, D = _stencil_then_reduction()
+    s = tt.create_schedule(D)
+    o, y, x = s[D].axis
+    s[C].compute_at(s[D], y)
+    s[P].compute_at(s[D], x)
+    with pytest.raises(tt.errors.ScheduleError, match="inside loop 'y' where its consumer 'C' is computed"):
+        check_lowering(s, [A, Wt, D])
+
+
 def test_inlined_stage_has_no_buffer(check_lowering, check_run, rng):
     A = te.placeholder((6,), "float32", "A")
     P = te.compute((6,), lambda i: A[i] * 2.0, "P")

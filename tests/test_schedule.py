@@ -13,6 +13,7 @@ from tensortune.errors import ScheduleError
 from tensortune.ir import ForKind
 from tensortune.schedule import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot,
                                  Fuse, Reorder, Schedule, Split, step_from_json, step_to_json)
+from tensortune.schedule.schedule import AttachAt
 
 
 def matmul(n: int = 8, m: int = 8, kk: int = 8):
@@ -201,6 +202,16 @@ def test_compute_at_a_stage_that_does_not_consume_the_tensor():
     s = tt.create_schedule(R)
     raises_rule(lambda: s[P].compute_at(s[E], s[E].axis[0]), "P", None, "does not read 'P'")
     raises_rule(lambda: s[Q].compute_at(s[Q], s[Q].axis[0]), "Q", None, "does not read 'Q'")
+
+
+def test_compute_at_a_stage_whose_consumer_is_not_computed_inside_it():
+    """A stage may be computed at a loop of its consumer's consumer only when its consumer is computed inside it."""
+    A, P, Q, E, R = pipeline()
+    s = tt.create_schedule(R)
+    raises_rule(lambda: s[P].compute_at(s[R], s[R].axis[0]), "P", None, "or of a stage its consumer is computed")
+    s[Q].compute_at(s[R], s[R].axis[1])
+    s[P].compute_at(s[R], s[R].axis[0])  # now Q, P's consumer, is computed inside R
+    assert s.stages["P"].attach == AttachAt("R", s[R].axis[0].name)
 
 
 def test_compute_at_an_axis_that_is_not_a_loop_of_the_target():

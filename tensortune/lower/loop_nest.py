@@ -2,7 +2,9 @@
 
 Each stage computed at the root iterates its whole shape; a stage computed at a loop of a
 consumer iterates only the region that the consumer reads inside that loop (``bound.infer_region``),
-stored in a local buffer allocated there. Splits that do not divide get guards, placed just
+stored in a local buffer allocated there. It may also be computed at a loop of a stage that its consumer is
+computed inside (a depthwise layer's rows computed once per row band of the next layer's output, outside that
+layer's accumulator): its region is then what the consumer reads of it over the consumer's own region there. Splits that do not divide get guards, placed just
 inside the innermost loop whose variable they use.
 """
 from __future__ import annotations
@@ -151,9 +153,17 @@ class _Builder:
             if st.attach.axis not in tgt.leaves:
                 raise ScheduleError(tgt.name, st.attach.axis, f"'{n}' is computed at this axis, which is no longer "
                                                               f"a loop of '{tgt.name}' (loops: {tgt.leaves})")
-            if self.readers[n] != [tgt.name]:
+            path = self._path_to(n, tgt.name)
+            if path is None:
                 raise ScheduleError(n, None, f"computed at '{tgt.name}' but read by {self.readers[n]} after inlining;"
-                                             " a stage must be computed at its only consumer")
+                                             " a stage must be computed at its only consumer, or at a loop of a "
+                                             "stage that consumer is computed inside")
+            if len(path) > 1:  # through a consumer computed inside tgt: at or outside the loop that holds it
+                holder = self.stages[path[-2]].attach.axis
+                if tgt.leaves.index(st.attach.axis) > tgt.leaves.index(holder):
+                    raise ScheduleError(n, None, f"computed at loop '{st.attach.axis}' of '{tgt.name}', inside loop "
+                                                 f"'{holder}' where its consumer '{path[0]}' is computed; compute it "
+                                                 "at that loop or an outer one")
             # no cycles: walking up the attach chain must end at the root
             seen, cur = {n}, st
             while isinstance(cur.attach, AttachAt):
@@ -161,6 +171,34 @@ class _Builder:
                     raise ScheduleError(n, None, "compute_at forms a cycle")
                 seen.add(cur.attach.target)
                 cur = self.stages[cur.attach.target]
+
+    def _path_to(self, name: str, target: str) -> list[str] | None:
+        """The consumers from ``name``'s only reader up to ``target`` (its last element), each computed inside the
+        next; None when ``name`` has several readers or its reader is not ``target`` nor computed inside it."""
+        if len(self.readers[name]) != 1:
+            return None
+        path = [self.readers[name][0]]
+        while path[-1] != target:
+            attach = self.stages[path[-1]].attach
+            if not isinstance(attach, AttachAt) or attach.target in path:
+                return None
+            path.append(attach.target)
+        return path
+
+    def _region_read(self, name: str, path: list[str], root_val: dict, free: Ranges, fixed: Ranges) -> Region:
+        """The region of ``name`` read while the ``free`` loops of ``path[-1]`` (the stage being built, its root
+        variables at ``root_val``) sweep their ranges: through each consumer of ``path`` computed inside the next,
+        the region of that consumer there, then what its body reads of the stage before."""
+        if len(path) == 1:
+            return infer_region(name, self.stages[name].shape, self.bodies[path[0]], root_val, free, fixed, self.ana)
+        reader = self.stages[path[0]]
+        outer = self._region_read(reader.name, path[1:], root_val, free, fixed)
+        axes = list(reader.op.axes)
+        inner = {iv.var: Var(f"{iv.var.name}.r") for iv in axes}
+        values = {iv.var: self.ana.simplify(outer.mins[d] + inner[iv.var], fixed) for d, iv in enumerate(axes)}
+        sweep = {inner[iv.var]: (0, outer.extents[d] - 1) for d, iv in enumerate(axes)}
+        sweep.update({iv.var: (0, iv.extent - 1) for iv in reader.op.reduce_axes})
+        return infer_region(name, self.stages[name].shape, self.bodies[reader.name], values, sweep, fixed, self.ana)
 
     def _arg_names(self, args: list[Tensor] | None) -> list[str]:
         placeholders = [n for n, st in self.stages.items() if st.is_placeholder]
@@ -223,8 +261,8 @@ class _Builder:
                 if shared:  # one buffer for the whole block: every thread's part of it
                     kid_free = {**free, **{v: r for v, r in fixed.items() if v in self.thread_vars}}
                     kid_fixed = {v: r for v, r in fixed.items() if v not in self.thread_vars}
-                region = infer_region(kid.name, kid.shape, self.bodies[st.name], root_val, kid_free, kid_fixed,
-                                      self.ana)
+                region = self._region_read(kid.name, self._path_to(kid.name, st.name), root_val, kid_free,
+                                           kid_fixed)
                 self.regions[kid.name] = region
                 scope = Scope.SHARED if shared else Scope.LOCAL
                 self.buffers[kid.name] = Buffer(kid.name, region.extents, kid.dtype, scope)

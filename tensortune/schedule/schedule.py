@@ -309,6 +309,8 @@ class StageHandle:
         self.sch.apply(ComputeRoot(self.name))
 
     def compute_at(self, target: "StageHandle | Tensor | str", axis: Axis | str) -> None:
+        """Compute this stage inside loop ``axis`` of ``target``: its only consumer, or a stage that consumer is
+        computed inside (then at or outside the loop that holds the consumer), over the region read there."""
         tname = target.name if isinstance(target, (StageHandle, Tensor)) else target
         aname = axis.name if isinstance(axis, Axis) else axis
         self.sch.apply(ComputeAt(self.name, tname, aname))
@@ -489,18 +491,30 @@ def _apply_compute_at(s: Schedule, step: ComputeAt) -> None:
     if step.target not in s.stages:
         raise ScheduleError(st.name, None, f"compute_at: no stage named '{step.target}'")
     tgt = s.stages[step.target]
-    if step.target == st.name or st.name not in _effective_reads(s, step.target):
+    readers = [c for c, cs in s.stages.items() if cs.attach != INLINE and st.name in _effective_reads(s, c)]
+    if step.target == st.name or step.target not in readers + _attach_chain(s, readers):
         raise ScheduleError(st.name, None, f"compute_at: stage '{step.target}' does not read '{st.name}'; a stage "
-                                           "can only be computed inside a loop of a stage that consumes it")
-    others = [c for c, cs in s.stages.items() if c != step.target and cs.attach != INLINE and
-              st.name in _effective_reads(s, c)]
-    if others:
+                                           "can only be computed inside a loop of a stage that consumes it, or of "
+                                           "a stage its consumer is computed inside")
+    if len(readers) > 1:
+        others = [c for c in readers if c != step.target]
         raise ScheduleError(st.name, None, f"compute_at: '{st.name}' is also read by {others}; a stage read by "
                                            "several stages must stay at the root")
     if step.axis not in tgt.leaves:
         raise ScheduleError(step.target, step.axis, f"compute_at: '{step.axis}' is not a current loop of "
                                                     f"'{step.target}' (its loops are {tgt.leaves})")
     st.attach = AttachAt(step.target, step.axis)
+
+
+def _attach_chain(s: Schedule, names: Sequence[str]) -> list[str]:
+    """The stages that the one stage of ``names`` is computed inside, innermost first (none when ``names`` is not
+    one stage, or that stage is computed at the root)."""
+    chain: list[str] = []
+    cur = s.stages[names[0]] if len(names) == 1 else None
+    while cur is not None and isinstance(cur.attach, AttachAt) and cur.attach.target not in chain:
+        chain.append(cur.attach.target)
+        cur = s.stages[cur.attach.target]
+    return chain
 
 
 def _effective_reads(s: Schedule, name: str) -> set[str]:
