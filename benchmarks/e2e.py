@@ -517,7 +517,6 @@ def main() -> int:
         from tensortune import Target
         from tensortune.build import resolve_target
         from tensortune.errors import TensortuneError
-
         from tensortune.network.module import runs_here
 
         try:

@@ -137,10 +137,9 @@ def main() -> int:
 
     import onnx
 
+    from tensortune.errors import TensortuneError
     from tensortune.network import zoo
     from tensortune.network.profiling import profile_network
-
-    from tensortune.errors import TensortuneError
 
     try:  # first: a machine that cannot cap says so before anything is profiled (CPUID is not read by tensortune)
         capped = cap_onnxruntime(args.target)

@@ -77,17 +77,14 @@ def _step_fn(step: EpilogueStep, operand: tuple[Tensor, Value, bool] | None) -> 
 def _operands(a: KernelArgs, g: Graph, node: Node, one_row: bool = False) -> list[tuple[Tensor, Value, bool]]:
     """The epilogue's operands: (placeholder, value, is constant); with ``one_row``, each seen as broadcasting to the
     output's pixels as one row (``graph.tasks.flat_shape``; its value a view of that shape)."""
-    base = node.op.num_base_inputs
-    if not one_row:
-        return [(a.value(i, "operand"), g.values[i], g.is_constant(i)) for i in node.inputs[base:]]
-    _, _, h, w = g.values[node.outputs[0]].shape
+    _, _, h, w = g.values[node.outputs[0]].shape if one_row else (0, 0, 0, 0)
     found = []
-    for i in node.inputs[base:]:
+    for i in node.inputs[node.op.num_base_inputs:]:
         v = g.values[i]
-        view = Value(v.name, TensorType(flat_shape(v.shape, h, w), v.dtype), v.layout)
-        t = (a.const(g.constants[i].reshape(view.shape), "operand") if g.is_constant(i)
-             else a.value(i, "operand", view.layout.storage_shape(view.shape)))
-        found.append((t, view, g.is_constant(i)))
+        if one_row:
+            v = Value(v.name, TensorType(flat_shape(v.shape, h, w), v.dtype), v.layout)
+        found.append((a.value(i, "operand", v.layout.storage_shape(v.shape) if one_row else None), v,
+                      g.is_constant(i)))
     return found
 
 
@@ -274,19 +271,16 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int 
     stride-1, unpadded convolution computed over its pixels as one row, ``ConvShape.one_row``)."""
     sh = ConvShape.of(g, node)
     icb, ocb = dense_blocks if dense_blocks and isinstance(node.op, Dense) else conv_blocks(g, node, lanes)
-    if one_row:
-        sh = sh.one_row()
-        inputs, epilogue = _fused_io(g, node, a, ocb, (sh.N, sh.C // icb, 1, sh.W, icb),
-                                     lambda w: pack_conv_weight(w, 1, icb, ocb), one_row=True)
-        return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile)
+    sh = sh.one_row() if one_row else sh
 
     def pack(w):
         if sh.depthwise:
             return w.reshape(sh.C // ocb, ocb, sh.KH, sh.KW).transpose(0, 2, 3, 1)
         return pack_conv_weight(w, sh.groups, icb, ocb)
 
-    view = (sh.N, sh.C // icb, 1, 1, icb) if isinstance(node.op, Dense) else None
-    inputs, epilogue = _fused_io(g, node, a, ocb, view, pack)
+    # the data as blocked images of the kernel's shape: a dense layer's [M, K] as 1x1 images, a one-row view's
+    view = (sh.N, sh.C // icb, sh.H, sh.W, icb) if one_row or isinstance(node.op, Dense) else None
+    inputs, epilogue = _fused_io(g, node, a, ocb, view, pack, one_row)
     if sh.depthwise:
         return depthwise_conv(sh, ocb, epilogue, inputs)
     return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile)

@@ -126,10 +126,11 @@ class KernelArgs:
 
     def value(self, name: str, hint: str, view: tuple[int, ...] | None = None) -> Tensor:
         """A placeholder for graph value ``name`` in its storage layout, or seen with the shape ``view`` of the same
-        elements in the same order (constants are read as stored)."""
+        elements in the same order (a constant, bound as an array, is reshaped to it)."""
         v = self.g.values[name]
         if self.g.is_constant(name):
-            return self.const(self.g.constants[name], hint)
+            array = self.g.constants[name]
+            return self.const(array if view is None else array.reshape(view), hint)
         shape = view or v.layout.storage_shape(v.shape) or (1,)
         assert math.prod(shape) == v.type.size, (shape, v)
         t = te.placeholder(shape, v.dtype, f"{hint}{len(self.tensors)}")
