@@ -267,6 +267,10 @@ def _gpu_limits(arch: str, shared_memory: int) -> GpuLimits:
                      max_shared_memory_per_block=_OPT_IN_SHARED.get(arch, 48 << 10), num_sms=_SMS.get(arch, 132))
 
 
+#: bytes of a cache line on the CPUs targeted (x86-64, and the Arm cores of Neoverse and Graviton)
+CACHE_LINE = 64
+
+
 @dataclass(frozen=True, slots=True)
 class CacheSizes:
     """Per-core L1 data and L2 cache, and the shared last-level cache, in bytes."""

@@ -3,7 +3,6 @@ guards of non-dividing splits and bound inference of compute_at."""
 from __future__ import annotations
 
 import importlib
-import operator
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from tensortune.errors import LoweringError
 from tensortune.ir import Allocate, Buffer, For, ForKind, IfThenElse, IRVerifyError, Load, PrimFunc, Scope, Seq, \
     Store, verify
 from tensortune.arith import Analyzer
+from ir_eval import evaluate
 
 
 # Each helper call uses a fresh analyzer: results must not depend on what an analyzer saw before.
@@ -266,27 +266,6 @@ def test_region_of_an_access_inside_a_tile():
 # --- property: simplification never changes the value --------------------------------------------
 
 VARS = (Var("x"), Var("y"), Var("z"))
-_BINOPS = {BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul,
-           BinOp.FLOORDIV: operator.floordiv, BinOp.FLOORMOD: operator.mod, BinOp.MIN: min, BinOp.MAX: max}
-_CMPS = {CmpOp.LT: operator.lt, CmpOp.LE: operator.le, CmpOp.GT: operator.gt, CmpOp.GE: operator.ge,
-         CmpOp.EQ: operator.eq, CmpOp.NE: operator.ne}
-
-
-def evaluate(e, env: dict) -> int:
-    """Reference semantics of integer expressions (floor division and modulo, like Python)."""
-    if isinstance(e, Const):
-        return e.value
-    if isinstance(e, Var):
-        return env[e]
-    if isinstance(e, Binary):
-        return _BINOPS[e.op](evaluate(e.a, env), evaluate(e.b, env))
-    if isinstance(e, Compare):
-        return int(_CMPS[e.op](evaluate(e.a, env), evaluate(e.b, env)))
-    if isinstance(e, Select):
-        return evaluate(e.true_value, env) if evaluate(e.cond, env) else evaluate(e.false_value, env)
-    raise TypeError(f"no evaluator for {type(e).__name__}")
-
-
 _leaves = st.one_of(st.sampled_from(VARS), st.integers(-20, 20).map(c))
 _divisors = st.integers(-9, 9).filter(bool).map(c)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arith import Analyzer
-from ..ir.nodes import Allocate, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from ..ir.nodes import Allocate, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Seq, Stmt, Store
 from ..ir.visitor import Visitor
 from ..lower.loop_nest import build_loop_nest
 from ..te.expr import Binary, BinOp, Call, Expr, Var, walk
@@ -126,6 +126,8 @@ class _Collector(Visitor):
         return max(a, self.visit(s.otherwise)) if s.otherwise is not None else a
 
     def visit_For(self, s: For) -> int:
+        if isinstance(s.body, Prefetch):  # a prefetch's lines: no loop of the computation (the slots stay put)
+            return 1
         stack = self.stack
         above = (stack[-1].above * stack[-1].extent) if stack else 1
         lp = _Loop(s.var, s.extent, s.kind, len(stack), above)
@@ -150,6 +152,9 @@ class _Collector(Visitor):
             for acc in accesses:
                 lp.accesses.append((acc, {x.var: x.extent for x in stack[pos:]}))
             trips *= lp.extent
+        return 1
+
+    def visit_Prefetch(self, s: Prefetch) -> int:  # a hint: no operation, no access of the loop context
         return 1
 
     def visit_Stmt(self, s: Stmt) -> int:  # pragma: no cover - a node kind features do not know

@@ -19,7 +19,7 @@ from .. import __version__
 from ..arith import Analyzer
 from ..dtype import DType
 from ..errors import CodegenError
-from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Seq, Stmt, Store
 from ..ir.visitor import Visitor
 from ..target import Target
 from ..te.expr import (Binary, BinOp, Call, Cast, Compare, Const, Expr, MathFunc, Not, Select, Var,
@@ -153,6 +153,9 @@ class _CGen(Visitor):
 
     def visit_Store(self, s: Store) -> None:
         self.line(f"{self.buf(s.buffer)}[{self.expr(s.index)}] = {self.expr(s.value)};")
+
+    def visit_Prefetch(self, s: Prefetch) -> None:
+        self.line(f"__builtin_prefetch(&{self.buf(s.buffer)}[{self.expr(s.index)}], 0, 3);")
 
     def visit_IfThenElse(self, s: IfThenElse) -> None:
         self.line(f"if ({self.expr(s.cond)}) {{")

@@ -1,8 +1,9 @@
 """Loop IR: buffers, loads, stores, loops; one visitor/mutator traversal; a printer and a verifier."""
-from .nodes import Allocate, Barrier, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Scope, Seq, Stmt, Store
+from .nodes import (Allocate, Barrier, Buffer, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Scope, Seq, Stmt,
+                    Store)
 from .verify import IRVerifyError, verify
 from .visitor import Mutator, Visitor
 
 __all__ = ["Allocate", "Barrier", "Buffer", "For", "ForKind", "IfThenElse", "IRVerifyError", "Load", "Mutator",
-           "PrimFunc",
+           "Prefetch", "PrimFunc",
            "Scope", "Seq", "Stmt", "Store", "Visitor", "verify"]

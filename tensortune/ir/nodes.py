@@ -163,6 +163,19 @@ class Allocate(Stmt):
 
 
 @dataclass(frozen=True, slots=True)
+class Prefetch(Stmt):
+    """A hint: start bringing the cache line that holds ``buffer[index]`` into the cache (a CPU's prefetch
+    instruction; it never faults and changes no value). Placed by lowering for a stage's ``prefetch``."""
+
+    buffer: Buffer
+    index: Expr
+
+    def __post_init__(self):
+        if not self.index.dtype.is_int:
+            raise DTypeError(f"index of buffer '{self.buffer.name}' must be an integer, got {self.index.dtype}")
+
+
+@dataclass(frozen=True, slots=True)
 class Barrier(Stmt):
     """Every thread of a GPU thread block waits here until all have arrived (``__syncthreads()``); placed by
     lowering around the cooperative fills of shared buffers."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..te.expr import (Binary, BinOp, Call, Cast, Compare, Const, Expr, IterVar, Not, Reduce, Select, TensorRead,
                        Var)
-from .nodes import Allocate, Barrier, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from .nodes import Allocate, Barrier, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Seq, Stmt, Store
 from .visitor import Visitor
 
 _PREC = {BinOp.OR: 1, BinOp.AND: 2, BinOp.ADD: 4, BinOp.SUB: 4, BinOp.MUL: 5, BinOp.DIV: 5,
@@ -132,6 +132,9 @@ class _StmtPrinter(Visitor):
 
     def visit_Barrier(self, s: Barrier) -> None:
         self.emit("barrier()  # __syncthreads")
+
+    def visit_Prefetch(self, s: Prefetch) -> None:
+        self.emit(f"prefetch({s.buffer.name}[{expr_str(s.index)}])")
 
     def visit_Stmt(self, s: Stmt) -> None:  # pragma: no cover - a node kind the printer does not know
         raise AssertionError(f"the printer has no rule for statement {type(s).__name__}")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..te.expr import Const, Expr, Reduce, TensorRead, Var
-from .nodes import Allocate, Barrier, Buffer, For, ForKind, Load, PrimFunc, Stmt, Store
+from .nodes import Allocate, Barrier, Buffer, For, ForKind, Load, Prefetch, PrimFunc, Stmt, Store
 from .visitor import Visitor
 
 
@@ -84,6 +84,10 @@ class _Verifier(Visitor):
         self.check(s.value)
         if s.value.dtype != s.buffer.dtype:
             self.fail(f"store of {s.value.dtype} into '{s.buffer.name}' of {s.buffer.dtype}")
+
+    def visit_Prefetch(self, s: Prefetch) -> None:
+        self.access(s.buffer, s.index)
+        self.check(s.index)
 
     def visit_IfThenElse(self, s) -> None:
         self.check(s.cond)

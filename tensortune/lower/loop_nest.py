@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import Callable
 
 from ..arith import Analyzer, Ranges
 from ..errors import LoweringError, ScheduleError
-from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Scope, Stmt, Store, seq
+from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Scope, Stmt, Store, seq
 from ..schedule.schedule import INLINE, ROOT, AttachAt, Schedule, SplitRel, StageState, split_extents
+from ..target import CACHE_LINE
 from ..te.expr import (AxisKind, Binary, BinOp, Call, Cast, Compare, CmpOp, Const, Expr, Not, Reduce, Reducer, Select,
                        TensorRead, Var, free_vars, substitute, transform, walk)
 from ..te.tensor import Tensor
 from .bound import Region, domain_guards, infer_region
 
 _INDEX_LIMIT = 2**31 - 1
+#: a prefetch share of at most this many lines is unrolled into straight-line code
+MAX_PREFETCH_UNROLL = 8
 #: threads in one GPU thread block, on every CUDA GPU
 MAX_THREADS_PER_BLOCK = 1024
 
@@ -90,6 +94,28 @@ def _loop_kinds(st: StageState, in_parallel: bool, in_vector: bool) -> list[tupl
     return loops
 
 
+@dataclass(frozen=True)
+class _PrefetchPlan:
+    """What a prefetch fetches (``_Builder._plan_prefetches``): ``lines`` cache lines of ``buffer``, line ``q`` at
+    element ``address(q)`` of the next iteration (the last iteration's next is the first); ``t`` of ``shares``: the
+    share of the enclosing loops."""
+
+    buffer: Buffer
+    lines: int
+    address: Callable[[Expr], Expr]
+    t: Expr
+    shares: int
+
+
+def _check_no_vector(st: StageState, loops: list[tuple[str, ForKind]], axes: list[str], p) -> None:
+    """A prefetch issued inside a vectorized loop is a ``ScheduleError``."""
+    kinds = dict(loops)
+    vector = next((a for a in axes if kinds.get(a) is ForKind.VECTORIZED), None)
+    if vector is not None:
+        raise ScheduleError(st.name, vector, f"prefetch of '{p.tensor}' is issued inside this vectorized loop; issue "
+                                             "it at a loop outside the vectorized one")
+
+
 class _Builder:
     def __init__(self, sch: Schedule, args: list[Tensor] | None, name: str, analyzer: Analyzer):
         if not name.isidentifier() or not name.isascii():
@@ -106,6 +132,7 @@ class _Builder:
         self.arg_names = self._arg_names(args)
         self.buffers: dict[str, Buffer] = {}
         self.regions: dict[str, Region] = {}
+        self.prefetch_plans: dict = {}  # Prefetch step -> _PrefetchPlan, made while its loop's stage is built
         # GPU: variables of loops bound to threads (a shared buffer's region covers all of them), and the
         # bindings of the loops around the stage being built (index -> extent and the stage that binds it)
         self.thread_vars: set[Var] = set()
@@ -268,6 +295,8 @@ class _Builder:
                 self.buffers[kid.name] = Buffer(kid.name, region.extents, kid.dtype, scope)
         update, init = self._statements(st, reg, root_val, ranges)
         loops = _loop_kinds(st, in_parallel, in_vector)
+        self._plan_prefetches(st, lv, loops, outer, root_val)
+        prefetches = self._prefetches(st, lv, loops)
         red_pos = next((i for i, a in enumerate(st.leaves) if st.kinds[a] is AxisKind.REDUCE), len(st.leaves))
         reduce_vars = {lv.vars[a] for a in st.leaves if st.kinds[a] is AxisKind.REDUCE}
 
@@ -281,6 +310,8 @@ class _Builder:
                     stmt = IfThenElse(_and(conds), stmt)
                 if with_children and a in children:
                     stmt = self._attach_children(children[a], stmt, st, loops, i, lv, outer, in_parallel, in_vector)
+                if with_children and i in prefetches:
+                    stmt = seq(*prefetches[i], stmt)
                 stmt = For(lv.vars[a], lv.extents[a], kind, stmt)
             return stmt
 
@@ -291,6 +322,115 @@ class _Builder:
         if placed.get(-1):
             out = IfThenElse(_and(placed[-1]), out)
         return out
+
+    def _plan_prefetches(self, st: StageState, lv: _Leaves, loops: list[tuple[str, ForKind]], outer: Ranges,
+                         root_val: dict) -> None:
+        """For each prefetch of a loop of ``st`` (``StageHandle.prefetch``), issued by ``st`` or by a stage computed
+        inside that loop: the region of the tensor read in one iteration of the loop, cut into cache lines
+        (``_lines``) and taken at the next iteration, and the number ``t`` of ``shares`` that the loops of ``st``
+        inside it give each iteration of the issuing stage (down to ``at``, or to the loop holding that stage)."""
+        for p in (p for other in self.stages.values() for p in other.prefetches if p.owner == st.name):
+            issuer = self.stages[p.stage]
+            if p.loop not in st.leaves:
+                raise ScheduleError(st.name, p.loop, f"prefetch of '{p.tensor}': '{p.loop}' is no longer a loop of the "
+                                                     f"stage (loops: {st.leaves}); prefetch after splitting")
+            if self.gpu:
+                raise ScheduleError(st.name, p.loop, "prefetch is for CPU kernels; a GPU kernel stages what it "
+                                                     "reads in shared memory (cache_read) instead")
+            first_pos = st.leaves.index(p.loop)
+            if issuer is st:
+                last = p.at
+            else:  # the loop of st that holds the issuing stage
+                cur = issuer
+                while isinstance(cur.attach, AttachAt) and cur.attach.target != st.name:
+                    cur = self.stages[cur.attach.target]
+                last = cur.attach.axis if isinstance(cur.attach, AttachAt) else None
+            if last not in st.leaves or st.leaves.index(last) < first_pos:
+                raise ScheduleError(issuer.name, p.at, f"prefetch of '{p.tensor}' for loop '{p.loop}' of '{st.name}': "
+                                                       "it must be issued at that loop or inside it")
+            src = self.stages[p.tensor]
+            path = self._path_to(p.tensor, st.name) if src.attach == ROOT else None
+            if path is None:
+                raise ScheduleError(st.name, p.loop, f"prefetch: '{p.tensor}' must be an input or a stage computed "
+                                                     f"at the root, read only by '{st.name}' or a stage computed "
+                                                     "inside it")
+            free = lv.ranges(st.leaves[first_pos + 1:])
+            fixed = {**outer, **lv.ranges(st.leaves[:first_pos + 1])}
+            region = self._region_read(p.tensor, path, root_val, free, fixed)
+            buf = self.buffers[p.tensor]
+            lines, address = self._lines(buf, region, fixed)
+            inner = st.leaves[first_pos + 1:st.leaves.index(last) + 1]
+            _check_no_vector(st, loops, inner, p)
+            t: Expr = Const(0)
+            for a in inner:
+                t = t * lv.extents[a] + lv.vars[a]
+            v, extent = lv.vars[p.loop], lv.extents[p.loop]
+            self.prefetch_plans[p] = _PrefetchPlan(
+                buf, lines, lambda q, _a=address, _v=v, _e=extent: substitute(_a(q), {_v: (_v + 1) % _e}), t,
+                prod(lv.extents[a] for a in inner))
+
+    def _prefetches(self, st: StageState, lv: _Leaves, loops: list[tuple[str, ForKind]]) -> dict[int, list[Stmt]]:
+        """The prefetch statements ``st`` issues, keyed by the position of the loop whose body they open: its
+        iteration ``t`` of ``shares`` (numbered by the loops of the loop's stage, then by its own loops down to
+        ``at``) fetches lines ``[t * per, (t + 1) * per)`` of the plan (``per``: lines / shares, rounded up; the
+        shares past the last line fetch it again). No branch: a condition inside a register tile's reduction loop
+        can keep the C compiler from holding the accumulators in registers."""
+        out: dict[int, list[Stmt]] = {}
+        for p in st.prefetches:
+            plan = self.prefetch_plans.get(p)
+            if plan is None or p.at not in st.leaves:
+                raise ScheduleError(st.name, p.at, f"prefetch of '{p.tensor}': '{p.at}' must be a loop of "
+                                                   f"'{st.name}' (loops: {st.leaves}) inside loop '{p.loop}' of "
+                                                   f"'{p.owner}'")
+            inner = [] if p.owner == st.name else st.leaves[:st.leaves.index(p.at) + 1]
+            _check_no_vector(st, loops, inner, p)
+            t, shares = plan.t, plan.shares
+            for a in inner:
+                t, shares = t * lv.extents[a] + lv.vars[a], shares * lv.extents[a]
+            per = -(-plan.lines // shares)
+            k = Var(f"{p.tensor}.line")
+            line = t * per + k
+            if per * shares > plan.lines:  # the last shares fetch the last line again
+                line = Binary(BinOp.MIN, line, Const(plan.lines - 1))
+            kind = ForKind.UNROLLED if per <= MAX_PREFETCH_UNROLL else ForKind.SERIAL
+            out.setdefault(st.leaves.index(p.at), []).append(For(k, per, kind, Prefetch(plan.buffer, plan.address(line))))
+        return out
+
+    def _lines(self, buf: Buffer, region: Region, fixed: Ranges) -> tuple[int, Callable[[Expr], Expr]]:
+        """The cache lines of ``region`` of ``buf``: how many, and the element index in line ``q`` (an
+        expression) of them. The region is read in contiguous chunks: the innermost dimensions it covers whole,
+        with the first it does not; the outer ones give the chunks. A chunk that may not start on a line
+        boundary has one more line, its last element."""
+        shape = buf.shape
+        strides = [prod(shape[d + 1:]) for d in range(len(shape))]
+        c = max((d for d in range(len(shape)) if region.extents[d] != shape[d]), default=0)
+        chunk = region.extents[c] * strides[c]
+        outer = list(range(c))
+        first = self.ana.simplify(sum((m * s for m, s in zip(region.mins, strides)), Const(0)), fixed)
+        per_line = max(1, CACHE_LINE // buf.dtype.bytes)
+        terms, const = self.ana.linear(first)
+        aligned = const % per_line == 0 and all(k % per_line == 0 for k in terms.values()) and \
+            all(strides[d] % per_line == 0 for d in outer)
+        per_chunk = -(-chunk // per_line) + (0 if aligned else 1)
+        chunks = prod(region.extents[d] for d in outer)
+        bounds = self.ana.bounds(first, fixed)
+        span = sum((region.extents[d] - 1) * strides[d] for d in range(len(shape))) + 1
+        low, high = bounds is None or bounds[0] < 0, bounds is None or bounds[1] + span > buf.size
+
+        def address(q: Expr) -> Expr:
+            start, rest = first, (q // per_chunk if chunks > 1 else None)
+            for d in reversed(outer):  # the chunk's coordinates, innermost dimension first
+                if rest is None or region.extents[d] == 1:
+                    continue
+                start = start + (rest % region.extents[d]) * strides[d]
+                rest = rest // region.extents[d]
+            offset = (q % per_chunk if chunks > 1 else q) * per_line
+            index = start + offset if aligned else Binary(BinOp.MIN, start + offset, start + (chunk - 1))
+            if high:  # a tile past the tensor's end (a split that does not divide) reads nothing there
+                index = Binary(BinOp.MIN, index, Const(buf.size - 1))
+            return Binary(BinOp.MAX, index, Const(0)) if low else index
+
+        return chunks * per_chunk, address
 
     def _check_bindings(self, st: StageState, lv: _Leaves) -> None:
         """GPU thread bindings of ``st``: a loop bound to an index that an enclosing stage binds too is a

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..arith import Analyzer, Ranges
-from ..ir.nodes import Allocate, Barrier, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store, seq
+from ..ir.nodes import (Allocate, Barrier, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Seq, Stmt, Store,
+                        seq)
 from ..ir.visitor import Mutator, Visitor
 from ..te.expr import BinOp, Binary, CmpOp, Compare, Const, Expr, free_vars, substitute, transform, walk
 
@@ -61,6 +62,9 @@ class _Simplify(Mutator):
 
     def visit_Barrier(self, s: Barrier) -> Stmt:
         return s
+
+    def visit_Prefetch(self, s: Prefetch) -> Stmt:
+        return Prefetch(s.buffer, self.ana.simplify(s.index, self.ranges))
 
     def visit_Stmt(self, s: Stmt) -> Stmt:  # pragma: no cover - a node kind this pass does not know
         raise AssertionError(f"simplify has no rule for statement {type(s).__name__}")

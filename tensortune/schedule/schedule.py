@@ -11,8 +11,8 @@ from ..errors import ExprError, ScheduleError
 from ..te.expr import AxisKind, IterVar, TensorRead, Var, transform, walk
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from ..ir.nodes import ForKind, Scope
-from .steps import (Annotate, Bind, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Reorder, Split,
-                    Step)
+from .steps import (Annotate, Bind, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Prefetch,
+                    Reorder, Split, Step)
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class StageState:
     annotations: dict[str, ForKind] = field(default_factory=dict)
     attach: str | AttachAt = ROOT
     scope: Scope = Scope.GLOBAL  # where its buffer lives when computed inside another stage's loops
+    prefetches: list[Prefetch] = field(default_factory=list)
 
     @property
     def is_placeholder(self) -> bool:
@@ -85,6 +86,7 @@ class StageState:
         self.leaves.clear()
         self.relations.clear()
         self.annotations.clear()
+        self.prefetches.clear()
         if self.is_placeholder:
             return
         for iv in self.op.axes + self.op.reduce_axes:
@@ -100,7 +102,7 @@ class StageState:
 def _copy_state(st: StageState) -> StageState:
     return dataclasses.replace(st, root_axes=dict(st.root_axes), extents=dict(st.extents), kinds=dict(st.kinds),
                                leaves=list(st.leaves), relations=list(st.relations),
-                               annotations=dict(st.annotations))
+                               annotations=dict(st.annotations), prefetches=list(st.prefetches))
 
 
 def split_extents(extent: int, factor: int | None, nparts: int | None) -> tuple[int, int]:
@@ -240,6 +242,20 @@ class StageHandle:
         st = self.state
         return tuple(st.axis(n) for n in st.leaves)
 
+    def loop_of(self, axis: Axis | str) -> Axis:
+        """The loop that runs ``axis`` now: the axis itself while it is a loop, or the loop it was fused into
+        (a ``ScheduleError`` once it was split: its parts are loops of their own)."""
+        st = self.state
+        name = self._name(axis)
+        while name not in st.leaves:
+            fused = next((r.fused for r in st.relations if isinstance(r, FuseRel) and name in (r.outer, r.inner)),
+                         None)
+            if fused is None:
+                raise ScheduleError(self.name, name, f"the axis was split, or is no axis of this stage; its loops "
+                                                     f"are {st.leaves}")
+            name = fused
+        return self._ax(name)
+
     def _name(self, ax: Axis | str) -> str:
         if isinstance(ax, Axis):
             if ax.stage != self.name:
@@ -314,6 +330,20 @@ class StageHandle:
         tname = target.name if isinstance(target, (StageHandle, Tensor)) else target
         aname = axis.name if isinstance(axis, Axis) else axis
         self.sch.apply(ComputeAt(self.name, tname, aname))
+
+    def prefetch(self, tensor: Tensor | str, loop: Axis, at: Axis | str) -> None:
+        """While an iteration of ``loop`` runs, fetch into the cache what the next iteration will read of
+        ``tensor`` (read by ``loop``'s stage or a stage computed inside it), its cache lines spread over the
+        iterations of the loops inside ``loop`` down to this stage's loop ``at``: a share at the top of each
+        iteration of ``at``. ``loop`` is a loop of this stage (``at`` itself or outside it) or of a stage this one
+        is computed inside, at or inside ``loop``. What the next iteration reads then comes from memory while this
+        one computes, instead of all at its start (a convolution's next block of weights, read from memory inside
+        a network whose weights no longer fit the cache; issued at the accumulator's reduction loop, the lines
+        spread over the whole block's arithmetic). A hint: results do not change. CPU kernels only."""
+        if not isinstance(loop, Axis):
+            loop = self._ax(loop)
+        self.sch.apply(Prefetch(self.name, tensor.name if isinstance(tensor, Tensor) else tensor, loop.stage,
+                                loop.name, self._name(at)))
 
 
 def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:
@@ -596,10 +626,27 @@ def _apply_cache_read(s: Schedule, step: CacheRead) -> None:
         rst.op = ComputeOp(rst.op.name, rst.op.axes, transform(rst.op.body, redirect))
 
 
+def _apply_prefetch(s: Schedule, step: Prefetch) -> None:
+    st = s._stage(step.stage)
+    if step.tensor not in s.stages:
+        raise ScheduleError(st.name, None, f"prefetch: no tensor named '{step.tensor}'; tensors are {list(s.stages)}")
+    at = _leaf(st, step.at, "prefetch")
+    outer = _leaf(s._stage(step.owner), step.loop, "prefetch")
+    if step.owner == st.name and at < outer:
+        raise ScheduleError(st.name, step.at, f"prefetch: '{step.at}' is outside loop '{step.loop}'; the lines "
+                                              f"are issued at '{step.loop}' or a loop inside it (loops: {st.leaves})")
+    if step.owner != st.name and step.owner not in _attach_chain(s, [st.name]):
+        raise ScheduleError(st.name, step.at, f"prefetch: loop '{step.loop}' belongs to '{step.owner}', which this "
+                                              "stage is not computed inside; compute_at it there first")
+    if any(p.tensor == step.tensor for p in st.prefetches):
+        raise ScheduleError(st.name, step.loop, f"prefetch: '{step.tensor}' is already prefetched by this stage")
+    st.prefetches.append(step)
+
+
 _APPLY = {
     Split: _apply_split, Fuse: _apply_fuse, Reorder: _apply_reorder, Annotate: _apply_annotate, Bind: _apply_bind,
     ComputeInline: _apply_inline, ComputeRoot: _apply_root, ComputeAt: _apply_compute_at,
-    CacheWrite: _apply_cache_write, CacheRead: _apply_cache_read,
+    CacheWrite: _apply_cache_write, CacheRead: _apply_cache_read, Prefetch: _apply_prefetch,
 }
 
 __all__ = ["Axis", "Schedule", "StageHandle", "create_schedule"]

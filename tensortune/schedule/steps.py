@@ -80,11 +80,25 @@ class CacheRead:
     readers: tuple[str, ...]
 
 
-Step = Split | Fuse | Reorder | Annotate | Bind | ComputeInline | ComputeAt | ComputeRoot | CacheWrite | CacheRead
+@dataclass(frozen=True)
+class Prefetch:
+    """While an iteration of loop ``loop`` of stage ``owner`` runs, fetch into the cache what the next iteration
+    reads of ``tensor``, a share at the top of each iteration of loop ``at`` of ``stage`` (``owner`` itself, ``at``
+    being ``loop`` or a loop inside it, or a stage computed inside ``loop``)."""
+
+    stage: str
+    tensor: str
+    owner: str
+    loop: str
+    at: str
+
+
+Step = (Split | Fuse | Reorder | Annotate | Bind | ComputeInline | ComputeAt | ComputeRoot | CacheWrite | CacheRead
+        | Prefetch)
 
 STEP_TYPES: dict[str, type] = {t.__name__: t for t in
                                (Split, Fuse, Reorder, Annotate, Bind, ComputeInline, ComputeAt, ComputeRoot, CacheWrite,
-                                CacheRead)}
+                                CacheRead, Prefetch)}
 
 
 def step_to_json(step: Step) -> dict[str, Any]:

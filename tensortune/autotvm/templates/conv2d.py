@@ -13,13 +13,15 @@ loops, unrolling and the parallel loops.
 """
 from __future__ import annotations
 
+import math
+
 from ...ops import (Operator, Part, block_choices, conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack,
                     depthwise_conv2d_nchwc, packed_blocks)
 from ...ops.conv import conv_out_size
 from ...ops.conv_packed import MAX_BLOCK_VECTORS
 from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
 from ...schedule import Axis, Schedule, StageHandle, create_schedule
-from ...target import Target
+from ...target import CACHE_LINE, Target
 from ..space import SplitEntity
 from ..task import template
 
@@ -192,12 +194,34 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     ico, kh, kw, ici = acc.reduce_axis
     # columns outside channel vectors: one broadcast input value serves every vector of its column
     acc.reorder(*cfg["reorder_reduce"].apply(acc, [ico, kh, kw]), ici, cx, coc, cb)
+    _prefetch_weights(out, acc, oco, xm, ico, op.inputs[1], N)
     if cfg["unroll_kw"]:
         acc.unroll(kw)
     acc.unroll(coc)
     acc.unroll(cx)
     acc.vectorize(cb)
     return s, op
+
+
+#: a block's weights are prefetched only when the block's arithmetic can hide them: at most this many cache lines
+#: per iteration of the input-channel loop
+MAX_PREFETCH_LINES = 4
+
+
+def _prefetch_weights(out: StageHandle, acc: StageHandle, oco: Axis, xm: Axis, ico: Axis, weights, batch: int) -> None:
+    """Fetch the next block of output channels' weights while this block's tiles compute, a share at each step of
+    the input-channel loop. Inside a network the weights come from memory (the model's do not stay in the cache),
+    and a block's first tile would wait for them. Only where the block's loop is the outermost (no loop around
+    it reads the weights again, so they would be in the cache anyway) and its arithmetic per line is enough."""
+    holder = out.loop_of(oco)
+    names, extents = [a.name for a in out.leaf_axes], [a.extent for a in out.leaf_axes]
+    first, tile = names.index(holder.name), names.index(xm.name)
+    if math.prod(extents[:first]) != 1 or holder.extent != batch * oco.extent:
+        return
+    shares = math.prod(extents[first + 1:tile + 1]) * ico.extent  # steps of the input-channel loop per block
+    lines = -(-math.prod(weights.shape) * weights.dtype.bytes // oco.extent // CACHE_LINE)
+    if lines <= MAX_PREFETCH_LINES * shares:
+        acc.prefetch(weights, holder, ico)
 
 
 @template("depthwise_conv2d_nchwc")
