@@ -335,3 +335,63 @@ def test_refine_on_the_command_line(resnet, tmp_path, capsys):
     assert main(["refine", str(model), "--log", str(log), "--top", "1", "--rounds", "2"]) == 0
     text = capsys.readouterr().out
     assert "12 layers timed inside the network" in text and "compile with" in text
+
+
+class _FakeProbe:
+    """A speed probe that reports the slowdowns it is given, then 1.0."""
+
+    def __init__(self, slowdowns):
+        self.slowdowns = list(slowdowns)
+
+    def __call__(self, threads):  # stands in for the SpeedProbe class
+        return self
+
+    def slowdown(self) -> float:
+        return self.slowdowns.pop(0) if self.slowdowns else 1.0
+
+
+def test_refine_rounds_timed_in_a_slow_spell_are_timed_again(monkeypatch):
+    """A round whose speed probes (before and after it) show the machine 2x slower is timed again after a pause and
+    the steady timing kept; a round never steady is kept (nothing measured is lost) and said; with no retries there
+    is no probe."""
+    import importlib
+
+    from tensortune.autotvm.measure import steadiness
+    refine_module = importlib.import_module("tensortune.network.refine")  # the package exports the function by its name
+
+    said = []
+    monkeypatch.setattr(steadiness, "SpeedProbe", _FakeProbe([2.0, 2.0]))
+    steady = refine_module._steady_rounds(3, 2, said.append)
+    timings = iter([("slow round",), ("steady round",)])
+    assert steady(lambda: next(timings)) == ("steady round",)
+    assert not said
+    monkeypatch.setattr(steadiness, "SpeedProbe", _FakeProbe([2.0] * 20))
+    steady = refine_module._steady_rounds(1, 2, said.append)
+    calls = []
+    assert steady(lambda: calls.append(1) or len(calls)) in (1, 2) and len(calls) == 2
+    assert said and "slower" in said[0]
+    monkeypatch.setattr(steadiness, "SpeedProbe", lambda threads: pytest.fail("no probe without retries"))
+    assert refine_module._steady_rounds(0, 2, said.append)(lambda: 7) == 7
+
+
+def test_whole_network_timings_keep_the_steady_round(monkeypatch):
+    """``whole_network_seconds`` takes each round through ``steady``: the networks' seconds come from the round it
+    returns, every network once per round, in turn."""
+    from tensortune.network.refine import whole_network_seconds
+
+    class Net:
+        def __init__(self, seconds):
+            self.seconds = iter(seconds)
+
+        def time_evaluator(self, number, repeat):
+            return lambda *inputs: type("T", (), {"mean": next(self.seconds)})()
+
+    nets = {"a": Net([9.0, 1.0, 1.0]), "b": Net([9.0, 2.0, 2.0])}
+
+    def steady(timing):
+        timing()  # the first attempt ran in a spell: thrown away
+        return timing()
+
+    assert whole_network_seconds(nets, [], rounds=1, steady=steady) == {"a": 1.0, "b": 2.0}
+    with pytest.raises(ArgumentError, match="slow_spell_retries"):
+        refine(zoo.resnet18(image=IMAGE), "missing.jsonl", HOST, slow_spell_retries=-1)

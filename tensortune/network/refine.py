@@ -35,7 +35,7 @@ import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -50,6 +50,8 @@ from ..graph.tasks import DEFAULT_TEMPLATE, is_flat, node_tasks
 from ..target import Target
 from .declare import declare
 from .kernels import KernelDef
+
+T = TypeVar("T")
 
 
 def network_fingerprint(g: Graph, target: Target) -> str:
@@ -245,13 +247,15 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
 
 def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: int = 3, rounds: int = 15,
            runs: int = 5, shapes: Mapping[str, Sequence[int]] | None = None, num_threads: int | None = None,
-           check: bool = True, force: bool = True,
-           progress: Callable[[str], None] | None = None) -> RefineResult:
+           check: bool = True, force: bool = True, progress: Callable[[str], None] | None = None,
+           slow_spell_retries: int = 3) -> RefineResult:
     """Time each layer's ``top_k`` configs of ``log`` (and its untuned kernel) inside the compiled network, each
     with the calls that read its output (see the module docstring), and append the costs to ``log``, so that
     ``compile(model, log=log)`` runs each layer's cheapest there.
 
-    ``rounds`` profiles of ``runs`` runs per candidate network; ``check`` times whole networks at the end.
+    ``rounds`` profiles of ``runs`` runs per candidate network; ``check`` times whole networks at the end. A round
+    timed while a speed probe ran more than 25% slower than its fastest (another process had a core: ``measure.
+    steadiness``) is timed again, up to ``slow_spell_retries`` more times (0: no probe); the steadiest is kept.
     Without ``force``, nothing is timed when the log's latest refinement of this network came after its last
     trial (``RefineResult.skipped``): a rerun of a finished ``tune-model`` repeats nothing.
     """
@@ -260,6 +264,8 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
 
     if not isinstance(top_k, int) or top_k < 1 or not isinstance(rounds, int) or rounds < 1 or runs < 1:
         raise ArgumentError(f"top_k, rounds and runs must be integers >= 1, got {top_k!r}, {rounds!r}, {runs!r}")
+    if not isinstance(slow_spell_retries, int) or slow_spell_retries < 0:
+        raise ArgumentError(f"slow_spell_retries must be an integer >= 0, got {slow_spell_retries!r}")
     if not os.path.isfile(log):
         raise ArgumentError(f"no such tuning log: {os.fspath(log)}; tune the network first "
                             "('tensortune tune-model MODEL --trials N --log LOG')")
@@ -293,6 +299,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
         return load_program(build_program(g, target, choose), target, num_threads)
 
     readers = _readers(g)
+    steady = _steady_rounds(slow_spell_retries, num_threads, say)
     # each layer's choice so far: the log's latest refinement's, else its fastest alone
     current = {id(layer): _previous_choice(layer, everything, fingerprint) for layer in layers}
     phases = _phases(g, layers)
@@ -311,8 +318,10 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
         say(f"refine: phase {p}/{len(phases)}, timing {sum(len(l.candidates) for l in phase)} kernels of "
             f"{len(phase)} layers in {count} networks, {rounds} rounds")
         for r in range(rounds):
-            for i in (*range(r % count, count), *range(r % count)):  # a different network first each round
-                per_node = {row["node"]: row["seconds"] for row in modules[i].profile(*inputs, repeat=runs)}
+            order = (*range(r % count, count), *range(r % count))  # a different network first each round
+            profiles = steady(lambda: [(i, {row["node"]: row["seconds"] for row in
+                                            modules[i].profile(*inputs, repeat=runs)}) for i in order])
+            for i, per_node in profiles:
                 for layer in phase:
                     if i < len(layer.candidates):  # a layer of fewer candidates runs its last in the other networks
                         layer.seconds[i].append(sum(per_node[n] + sum(per_node.get(m, 0.0) for m in readers[n])
@@ -331,7 +340,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
         say("refine: timing the untuned, the fastest-alone and the chosen networks")
         nets = {"untuned": load_program(build_program(g, target, None), target, num_threads),
                 "fastest_alone": network(lambda layer: 0), "chosen": network(lambda layer: layer.chosen)}
-        timings = whole_network_seconds(nets, inputs, rounds)
+        timings = whole_network_seconds(nets, inputs, rounds, steady=steady)
     return RefineResult(fingerprint, layers, timings, time.perf_counter() - start, written)
 
 
@@ -378,12 +387,36 @@ def _phases(g: Graph, layers: Sequence[Layer]) -> list[list[Layer]]:
 
 
 def whole_network_seconds(modules: Mapping[str, object], inputs: Sequence[np.ndarray], rounds: int,
-                          runs: int = 5) -> dict[str, float]:
-    """Median seconds per run of each module, timed in turn (``rounds`` timings of ``runs`` runs each)."""
+                          runs: int = 5, steady: Callable[[Callable[[], T]], T] | None = None) -> dict[str, float]:
+    """Median seconds per run of each module, timed in turn (``rounds`` timings of ``runs`` runs each); ``steady``
+    takes each round's timing (``_steady_rounds``)."""
     evaluators = {k: m.time_evaluator(number=runs, repeat=1) for k, m in modules.items()}
     seconds: dict[str, list[float]] = {k: [] for k in modules}
     names = list(modules)
     for r in range(rounds):
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            seconds[k].append(evaluators[k](*inputs).mean)
+        order = names[r % len(names):] + names[:r % len(names)]
+        timed = (steady or (lambda f: f()))(lambda: [(k, evaluators[k](*inputs).mean) for k in order])
+        for k, s in timed:
+            seconds[k].append(s)
     return {k: statistics.median(v) for k, v in seconds.items()}
+
+
+def _steady_rounds(retries: int, num_threads: int | None,
+                   say: Callable[[str], None]) -> Callable[[Callable[[], T]], T]:
+    """``steady(round)``: the round's timing taken with a slow-spell guard (``SlowSpellGuard``: probed before and
+    after, taken again while the machine runs slow, the steadiest kept; a round never steady is kept, and said);
+    the round itself when ``retries`` is 0."""
+    if retries == 0:
+        return lambda timing: timing()
+    from ..autotvm.measure.steadiness import SlowSpellGuard, SpeedProbe
+    from ..env import settings
+
+    guard = SlowSpellGuard(SpeedProbe(num_threads or settings().num_threads), retries)
+
+    def steady(timing: Callable[[], T]) -> T:
+        result, note = guard.time(timing)
+        if note:
+            say(f"refine: a round {note}")
+        return result
+
+    return steady
