@@ -25,17 +25,17 @@ from tensortune.schedule import Schedule, create_schedule, step_from_json, step_
 from tensortune.target import CACHE_LINE, Target
 from tensortune.te.expr import walk
 
+from gpu_cases import matmul_decl as matmul
 from ir_eval import run_indices
 
 AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
 
 
-def matmul(m: int, n: int, k: int):
-    A = te.placeholder((m, k), "float32", "A")
-    B = te.placeholder((k, n), "float32", "B")
-    r = te.reduce_axis(k, "k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), "C")
-    return A, B, C
+def scheduled_matmul(m: int = 8, n: int = 8, k: int = 8):
+    """``A @ B`` declared and given a schedule: (A, B, C, schedule, C's stage)."""
+    A, B, C = matmul(m, n, k)
+    s = create_schedule(C)
+    return A, B, C, s, s[C]
 
 
 def lines_by_iteration(func, tensor: str, loop: str):
@@ -186,9 +186,7 @@ def test_the_cost_model_features_do_not_see_the_prefetches(monkeypatch):
 # --- errors -----------------------------------------------------------------------------------------------
 
 def test_prefetch_at_a_loop_outside_its_loop_is_refused():
-    A, B, C = matmul(8, 8, 8)
-    s = create_schedule(C)
-    c = s[C]
+    A, B, C, s, c = scheduled_matmul(8, 8, 8)
     i, j = c.axis
     with pytest.raises(ScheduleError, match="outside loop"):
         c.prefetch(B, j, i)
@@ -204,9 +202,7 @@ def test_prefetch_of_a_loop_of_a_stage_not_around_it_is_refused():
 
 
 def test_prefetch_names_a_tensor_once_and_an_existing_one():
-    A, B, C = matmul(8, 8, 8)
-    s = create_schedule(C)
-    c = s[C]
+    A, B, C, s, c = scheduled_matmul(8, 8, 8)
     i, j = c.axis
     with pytest.raises(ScheduleError, match="no tensor named 'D'"):
         c.prefetch("D", i, j)
@@ -227,9 +223,7 @@ def test_prefetch_of_a_tensor_read_elsewhere_is_refused_when_lowering():
 
 
 def test_prefetch_loop_split_afterwards_is_refused_when_lowering():
-    A, B, C = matmul(8, 8, 8)
-    s = create_schedule(C)
-    c = s[C]
+    A, B, C, s, c = scheduled_matmul(8, 8, 8)
     i, j = c.axis
     c.prefetch(B, i, j)
     c.split(i, 2)
@@ -238,9 +232,7 @@ def test_prefetch_loop_split_afterwards_is_refused_when_lowering():
 
 
 def test_prefetch_inside_a_vectorized_loop_is_refused():
-    A, B, C = matmul(8, 16, 8)
-    s = create_schedule(C)
-    c = s[C]
+    A, B, C, s, c = scheduled_matmul(8, 16, 8)
     i, j = c.axis
     (k,) = c.reduce_axis
     c.reorder(i, k, j)
@@ -251,9 +243,7 @@ def test_prefetch_inside_a_vectorized_loop_is_refused():
 
 
 def test_prefetch_in_a_gpu_kernel_is_refused():
-    A, B, C = matmul(8, 8, 8)
-    s = create_schedule(C)
-    c = s[C]
+    A, B, C, s, c = scheduled_matmul(8, 8, 8)
     i, j = c.axis
     c.bind(i, "blockIdx.x")
     c.bind(j, "threadIdx.x")
@@ -264,9 +254,7 @@ def test_prefetch_in_a_gpu_kernel_is_refused():
 
 
 def test_prefetch_steps_replay_to_the_same_kernel():
-    A, B, C = matmul(12, 40, 9)
-    s = create_schedule(C)
-    c = s[C]
+    A, B, C, s, c = scheduled_matmul(12, 40, 9)
     i, j = c.axis
     jo, ji = c.split(j, 8)
     (k,) = c.reduce_axis
