@@ -393,7 +393,8 @@ class _Builder:
             if per * shares > plan.lines:  # the last shares fetch the last line again
                 line = Binary(BinOp.MIN, line, Const(plan.lines - 1))
             kind = ForKind.UNROLLED if per <= MAX_PREFETCH_UNROLL else ForKind.SERIAL
-            out.setdefault(st.leaves.index(p.at), []).append(For(k, per, kind, Prefetch(plan.buffer, plan.address(line))))
+            fetch = For(k, per, kind, Prefetch(plan.buffer, plan.address(line)))
+            out.setdefault(st.leaves.index(p.at), []).append(fetch)
         return out
 
     def _lines(self, buf: Buffer, region: Region, fixed: Ranges) -> tuple[int, Callable[[Expr], Expr]]:

@@ -4,5 +4,5 @@ from .steps import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, C
                     Split, Step, step_from_json, step_to_json)
 
 __all__ = ["Annotate", "Axis", "CacheRead", "CacheWrite", "ComputeAt", "ComputeInline", "ComputeRoot",
-           "Fuse", "Prefetch", "Reorder", "Schedule", "Split", "StageHandle", "Step", "create_schedule", "step_from_json",
-           "step_to_json"]
+           "Fuse", "Prefetch", "Reorder", "Schedule", "Split", "StageHandle", "Step", "create_schedule",
+           "step_from_json", "step_to_json"]
