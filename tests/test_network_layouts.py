@@ -9,6 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tensortune as tt
 from onnx_models import assert_close, ort_run, rand
@@ -26,6 +28,7 @@ from tensortune.network.layouts import choose_blocks, estimate_seconds, layer_ti
 from tensortune.network.program import build_program
 from tensortune.network.refine import layer_tag, network_fingerprint
 from tensortune.network.tuned import TunedKernels, TunedLayoutWarning
+from tensortune.target import Target
 
 HOST = tt.Target.host()
 LANES = HOST.lanes(DType.float32)
@@ -246,3 +249,50 @@ def test_the_untuned_kernel_counts_for_any_blocks_and_a_record_without_timings_f
     assert estimate_seconds(g, times) - estimate_seconds(g, {}) == pytest.approx(len(t.nodes) * 1e-3)
     blocked = plan_layout(_pre_layout(resnet), LANES, {n: 2 * LANES for n in t.nodes})
     assert estimate_seconds(blocked, times) - estimate_seconds(blocked, {}) == pytest.approx(len(t.nodes) * 1e-3)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(channels=st.sampled_from([1, 3, 5, 8, 16, 24]), size=st.integers(5, 19), kernel=st.sampled_from([1, 2, 5, 7]),
+       stride=st.integers(1, 2), pad=st.integers(1, 3), isa=st.sampled_from(["avx2", "host"]),
+       relu=st.booleans())
+def test_a_padded_convolution_blocks_the_plain_input_as_it_pads(channels, size, kernel, stride, pad, isa, relu):
+    """A network's image input arrives plain (NCHW) and its first convolution wants it blocked: the convolution's
+    padding stage reads the plain input and blocks it as it copies, and no relayout runs; the output equals
+    onnxruntime's, for any channel count (one block or several), kernel, stride and padding."""
+    from onnx_models import model, node
+
+    size = max(size, kernel)
+    w = rand((16, channels, kernel, kernel), seed=1)
+    nodes = [node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[kernel, kernel], strides=[stride, stride],
+                  pads=[pad] * 4)]
+    nodes += [node("Relu", ["c"], ["y"])] if relu else [node("Identity", ["c"], ["y"])]
+    m = model(nodes, {"x": (1, channels, size, size)}, ["y"], {"w": w, "b": rand((16,), seed=2)})
+    target = Target.host() if isa == "host" else Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
+    module = nw_compile(m, target)
+    assert not any(n.startswith("relayout_x_") for n in module.manifest.call_order), module.manifest.call_order
+    x = rand((1, channels, size, size), seed=3)
+    assert_close(module(x), ort_run(m, {"x": x})[0])
+
+
+def test_a_winograd_first_layer_keeps_its_relayout():
+    """A 3x3, stride-1 first layer whose default kernel is Winograd (its input transform reads blocked data) keeps
+    the relayout, and the network stays exact."""
+    from onnx_models import model, node
+    from tensortune.network.conv import default_winograd_tile
+
+    m = model([node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], {"x": (1, 16, 28, 28)},
+              ["y"], {"w": rand((32, 16, 3, 3), seed=1)})
+    target = Target.host()
+    module = nw_compile(m, target)
+    g = optimized_graph(m, target)
+    conv = next(n for n in g.nodes if isinstance(n.op, Conv))
+    winograd = default_winograd_tile(g, conv, target, target.lanes("float32")) is not None
+    assert any(n.startswith("relayout_x_") for n in module.manifest.call_order) == winograd
+    x = rand((1, 16, 28, 28), seed=3)
+    assert_close(module(x), ort_run(m, {"x": x})[0])
+
+
+def nw_compile(m, target):
+    from tensortune.network import compile as compile_network
+
+    return compile_network(m, target)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import te
 from ..graph.ir import Graph, Layout, Node, Value
-from ..graph.ops import Conv, Dense, EpilogueStep, TensorType
+from ..graph.ops import Conv, Dense, EpilogueStep, Relayout, TensorType
 from ..graph.passes.plan_layout import channel_block
 from ..graph.tasks import flat_shape, winograd_args
 from ..ops import Operator, Part, conv2d_winograd_nchwc
@@ -149,17 +149,19 @@ def pack_conv_weight(w: np.ndarray, groups: int, icb: int, ocb: int) -> np.ndarr
 
 
 def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Callable[[Tensor], list[Tensor]],
-                 inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]], ow_tile: int = 1) -> Operator:
+                 inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]], ow_tile: int = 1,
+                 plain_data: bool = False) -> Operator:
     """Convolution of NCHW[icb]c data by packed weights into NCHW[ocb]c, with its epilogue stages.
 
     The groups must hold whole channel blocks; the output block ``oc`` reads the input blocks of its group.
     ``inputs()`` makes the placeholders (data, packed weight, the epilogue's), ``epilogue(acc)`` its stages.
     ``ow_tile``: accumulate over the output width rounded up to whole tiles of that many columns (columns past
-    the end read the last one's inputs again and are dropped; as ``ops.conv2d_nchwc_packed``).
+    the end read the last one's inputs again and are dropped; as ``ops.conv2d_nchwc_packed``). ``plain_data``: the
+    data is plain NCHW, blocked by the padding stage as it pads (``plain_source``).
     """
     sh = shape
     data, wp, extra = inputs()
-    dp = pad_blocked(data, sh.pads)
+    dp = pad_blocked(data, sh.pads, block=icb if plain_data else None)
     cg_blocks = sh.C // sh.groups // icb
     og_blocks = sh.O // sh.groups // ocb
     ico, ici = te.reduce_axis(cg_blocks, "ico"), te.reduce_axis(icb, "ici")
@@ -231,12 +233,12 @@ def is_blocked_conv(g: Graph, node: Node, lanes: int) -> bool:
 
 
 def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[int, ...] | None,
-              pack: Callable[[np.ndarray], np.ndarray], one_row: bool = False
+              pack: Callable[[np.ndarray], np.ndarray], one_row: bool = False, data: str | None = None
               ) -> tuple[Callable[[], tuple[Tensor, Tensor, list[Tensor]]], Callable[[Tensor], list[Tensor]]]:
-    """``inputs()`` and ``epilogue(acc)`` of a node's fused convolution, arguments bound in ``a``: the data (seen as
-    ``data_view`` if given), the node's constant OIHW weights packed by ``pack`` (once, here), the bias and the
-    epilogue's operands (seen over the pixels as one row with ``one_row``); then the stages of its bias and epilogue
-    after ``acc`` (blocks of ``ocb`` channels)."""
+    """``inputs()`` and ``epilogue(acc)`` of a node's fused convolution, arguments bound in ``a``: the data (the
+    value ``data``, default the node's input, seen as ``data_view`` if given), the node's constant OIHW weights
+    packed by ``pack`` (once, here), the bias and the epilogue's operands (seen over the pixels as one row with
+    ``one_row``); then the stages of its bias and epilogue after ``acc`` (blocks of ``ocb`` channels)."""
     sh = ConvShape.of(g, node)
     out_v = g.values[node.outputs[0]]
     w = g.constants.get(node.inputs[1])
@@ -247,12 +249,12 @@ def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[in
     operands: list[tuple[Tensor, Value, bool]] = []
 
     def inputs():
-        data = a.value(node.inputs[0], "data", data_view)
+        x = a.value(data or node.inputs[0], "data", data_view)
         wp = a.const(pack(w), "weight")
         if node.op.has_bias:
             bias_t.append(a.value(node.inputs[2], "bias"))
         operands.extend(_operands(a, g, node, one_row))
-        return data, wp, bias_t + [t for t, _, _ in operands]
+        return x, wp, bias_t + [t for t, _, _ in operands]
 
     def logical(ax):
         return (ax[0], ax[1] * ocb + ax[4]) if isinstance(node.op, Dense) else logical_index(out_v.layout, ax)
@@ -280,10 +282,26 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int 
 
     # the data as blocked images of the kernel's shape: a dense layer's [M, K] as 1x1 images, a one-row view's
     view = (sh.N, sh.C // icb, sh.H, sh.W, icb) if one_row or isinstance(node.op, Dense) else None
-    inputs, epilogue = _fused_io(g, node, a, ocb, view, pack, one_row)
+    source = None if one_row or sh.depthwise else plain_source(g, node)
+    inputs, epilogue = _fused_io(g, node, a, ocb, view, pack, one_row, source)
     if sh.depthwise:
         return depthwise_conv(sh, ocb, epilogue, inputs)
-    return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile)
+    return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile, source is not None)
+
+
+def plain_source(g: Graph, node: Node) -> str | None:
+    """The plain NCHW value that a padded convolution's blocked input was relaid out from (by a ``Relayout`` node:
+    the network's image input), or None. The convolution copies its input into a padded buffer anyway, so its
+    padding stage reads the plain value and blocks it as it copies (``blocked_conv``'s ``plain_data``): one pass
+    over the input instead of two. The relayout then has no reader left and does not run
+    (``program.network_steps``)."""
+    if not isinstance(node.op, Conv) or not any(node.op.pads):
+        return None
+    producer = g.producers().get(node.inputs[0])
+    if producer is None or not isinstance(producer.op, Relayout):
+        return None
+    src = g.values[producer.inputs[0]]
+    return producer.inputs[0] if not src.layout.blocked and src.shape == g.values[node.inputs[0]].shape else None
 
 
 def winograd_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, tile: int = 4, p_tile: int | None = None,

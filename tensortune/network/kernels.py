@@ -195,20 +195,23 @@ def _map(args: KernelArgs, node: Node, lanes: int, body: Callable[[tuple[Expr, .
     return args.done(kind, node, out, s)
 
 
-def pad_blocked(data: Tensor, pads: tuple[int, int, int, int], value: float = 0.0, name: str = "data_pad") -> Tensor:
-    """Pad the rows and columns (axes 2, 3) of a plain or blocked NCHW tensor; ``data`` itself when no pads."""
+def pad_blocked(data: Tensor, pads: tuple[int, int, int, int], value: float = 0.0, name: str = "data_pad",
+                block: int | None = None) -> Tensor:
+    """Pad the rows and columns (axes 2, 3) of a plain or blocked NCHW tensor; ``data`` itself when no pads. With
+    ``block``, a plain NCHW ``data`` is blocked as well, ``[N, C/block, H', W', block]``: the padding copy is its
+    relayout too."""
     t, l, b, r = pads
     if not any(pads):
         return data
-    shape = list(data.shape)
+    shape = list(data.shape) if block is None else [data.shape[0], data.shape[1] // block, *data.shape[2:], block]
     h, w = shape[2], shape[3]
     shape[2], shape[3] = h + t + b, w + l + r
 
     def body(*ax):
         y, x = ax[2], ax[3]
         inside = te.logical_and(y >= t, y < h + t, x >= l, x < w + l)
-        src = list(ax)
-        src[2], src[3] = y - t, x - l
+        src = list(ax) if block is None else [ax[0], ax[1] * block + ax[4]]
+        src[2:4] = y - t, x - l
         return te.select(inside, data[tuple(src)], te.const(value, data.dtype))
 
     return te.compute(tuple(shape), body, name)
