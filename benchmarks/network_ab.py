@@ -1,11 +1,15 @@
-"""A compiled network with and without the 1x1 template's weight prefetch, timed in turns in one process.
+"""A compiled network with and without one of its code generator's choices, timed in turns in one process.
 
-    python benchmarks/prefetch_ab.py --model mobilenet_v2 --log LOG --target "c -isa=avx2 -cores=2 -arch=x86_64"
+    python benchmarks/network_ab.py --change prefetch --model mobilenet_v2 --log LOG \
+        --target "c -isa=avx2 -cores=2 -arch=x86_64"
 
-Both networks are built from the same log (no build cache: the prefetch is not part of a kernel's key), the one
-without by turning off ``templates.conv2d._prefetch_weights``; their outputs are compared, then they are timed in
-turns (``--rounds`` timings of at least 50 ms each) and profiled (each call's time inside its network). Prints each
-network's median, the median per round of with / without, and the layers that moved by more than 1.5 us.
+``--change prefetch``: the 1x1 template's prefetch of the next block of weights (``templates.conv2d.
+_prefetch_weights``); ``--change input-relayout``: the first convolution blocking the plain image as it pads
+(``network.conv.plain_source``), against a relayout kernel first. Both networks are built from the same log (no
+build cache: neither choice is part of a kernel's key), the one "without" with the choice turned off; their outputs
+are compared, then they are timed in turns (``--rounds`` timings of at least 50 ms each) and profiled (each call's
+time inside its network). Prints each network's median, the median per round of with / without, and the calls that
+moved by more than 1.5 us.
 """
 from __future__ import annotations
 
@@ -22,12 +26,14 @@ from common import positive_int, save_zoo_model, write_json
 
 def main() -> int:
     from tensortune.autotvm.templates import conv2d
+    from tensortune.network import conv
     from tensortune.network.compile_model import load_program, optimized_graph
     from tensortune.network.program import build_program
     from tensortune.network.tuned import TunedKernels
     from tensortune.target import Target
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--change", choices=("prefetch", "input-relayout"), default="prefetch")
     p.add_argument("--model", choices=("resnet18", "mobilenet_v2"), default="mobilenet_v2")
     p.add_argument("--log", required=True, help="the network's tuning log")
     p.add_argument("--target", help="target string (default: this machine)")
@@ -41,14 +47,17 @@ def main() -> int:
         model = str(save_zoo_model(Path(tmp), args.model))
         chosen = TunedKernels(args.log, target)
         g = optimized_graph(model, target, None, records=chosen.records)
-    prefetch = conv2d._prefetch_weights
-    modules, kernels = {}, {}
-    for name, fn in (("without", lambda *a: None), ("with", prefetch)):
-        conv2d._prefetch_weights = fn
-        program = build_program(g, target, chosen, use_cache=False)
-        kernels[name] = sum("__builtin_prefetch" in f for f in program.source.split("\nstatic void "))
-        modules[name] = load_program(program, target, args.threads)
-    conv2d._prefetch_weights = prefetch
+    owner, attr = (conv2d, "_prefetch_weights") if args.change == "prefetch" else (conv, "plain_source")
+    keep = getattr(owner, attr)
+    modules, calls_of = {}, {}
+    try:
+        for name, fn in (("without", lambda *a: None), ("with", keep)):
+            setattr(owner, attr, fn)
+            program = build_program(g, target, chosen, use_cache=False)
+            calls_of[name] = len(program.calls)
+            modules[name] = load_program(program, target, args.threads)
+    finally:
+        setattr(owner, attr, keep)
     x = np.random.default_rng(0).standard_normal(tuple(g.values[g.inputs[0]].shape)).astype("float32")
     if not np.allclose(modules["without"](x), modules["with"](x), rtol=1e-4, atol=1e-4):
         print("the two networks' outputs differ", file=sys.stderr)
@@ -63,9 +72,12 @@ def main() -> int:
         for k, m in modules.items():
             for row in m.profile(x, repeat=20):
                 calls[k].setdefault(row["node"], []).append(row["seconds"])
-    layers = sorted(((statistics.median(calls["with"][n]) - statistics.median(calls["without"][n])) * 1e6, n)
-                    for n in calls["without"])
-    print(f"{args.model} on {target}, {args.threads} threads; kernels that prefetch: {kernels['with']}")
+    def median_us(name: str, node: str) -> float:  # a call one network does not make takes no time
+        return statistics.median(calls[name][node]) * 1e6 if node in calls[name] else 0.0
+
+    layers = sorted((median_us("with", n) - median_us("without", n), n) for n in {*calls["without"], *calls["with"]})
+    print(f"{args.change}: {args.model} on {target}, {args.threads} threads; calls {calls_of['without']} without, "
+          f"{calls_of['with']} with")
     for k in modules:
         print(f"  {k:<8} median {statistics.median(seconds[k]) * 1e3:.3f} ms")
     print(f"  with / without, per round: median {ratio:.3f}")
@@ -73,9 +85,9 @@ def main() -> int:
         if abs(d) > 1.5:
             print(f"  {n:<28} {d:+7.1f} us")
     if args.json:
-        write_json(args.json, {"model": args.model, "log": args.log, "target": str(target), "threads": args.threads,
-                               "seconds": seconds, "with_over_without": ratio, "prefetching_kernels": kernels["with"],
-                               "layers_us": {n: d for d, n in layers}})
+        write_json(args.json, {"change": args.change, "model": args.model, "log": args.log, "target": str(target),
+                               "threads": args.threads, "seconds": seconds, "with_over_without": ratio,
+                               "calls": calls_of, "layers_us": {n: d for d, n in layers}})
     return 0
 
 
