@@ -331,15 +331,16 @@ class StageHandle:
         aname = axis.name if isinstance(axis, Axis) else axis
         self.sch.apply(ComputeAt(self.name, tname, aname))
 
-    def prefetch(self, tensor: Tensor | str, loop: Axis, at: Axis | str) -> None:
+    def prefetch(self, tensor: Tensor | str, loop: Axis | str, at: Axis | str) -> None:
         """While an iteration of ``loop`` runs, fetch into the cache what the next iteration will read of
         ``tensor`` (read by ``loop``'s stage or a stage computed inside it), its cache lines spread over the
         iterations of the loops inside ``loop`` down to this stage's loop ``at``: a share at the top of each
-        iteration of ``at``. ``loop`` is a loop of this stage (``at`` itself or outside it) or of a stage this one
-        is computed inside, at or inside ``loop``. What the next iteration reads then comes from memory while this
-        one computes, instead of all at its start (a convolution's next block of weights, read from memory inside
-        a network whose weights no longer fit the cache; issued at the accumulator's reduction loop, the lines
-        spread over the whole block's arithmetic). A hint: results do not change. CPU kernels only."""
+        iteration of ``at``. ``loop`` is a loop of this stage (``at`` itself or outside it; a name is one) or of a
+        stage this one is computed inside, at or inside ``loop``. What the next iteration reads then comes from
+        memory while this one computes, instead of all at its start (a convolution's next block of weights, read
+        from memory inside a network whose weights no longer fit the cache; issued at the accumulator's reduction
+        loop, the lines spread over the whole block's arithmetic). A hint: results do not change. CPU kernels
+        only."""
         if not isinstance(loop, Axis):
             loop = self._ax(loop)
         self.sch.apply(Prefetch(self.name, tensor.name if isinstance(tensor, Tensor) else tensor, loop.stage,
