@@ -297,7 +297,7 @@ def plain_source(g: Graph, node: Node) -> str | None:
     (``program.network_steps``)."""
     if not isinstance(node.op, Conv) or not any(node.op.pads):
         return None
-    producer = g.producers().get(node.inputs[0])
+    producer = next((n for n in g.nodes if node.inputs[0] in n.outputs), None)  # no map of the graph per node
     if producer is None or not isinstance(producer.op, Relayout):
         return None
     src = g.values[producer.inputs[0]]
