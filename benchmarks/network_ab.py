@@ -5,7 +5,8 @@
 
 ``--change prefetch``: the 1x1 template's prefetch of the next block of weights (``templates.conv2d.
 _prefetch_weights``); ``--change input-relayout``: the first convolution blocking the plain image as it pads
-(``network.conv.plain_source``), against a relayout kernel first. Both networks are built from the same log (no
+(``network.conv.plain_source``), against a relayout kernel first; ``--change expansion``: 1x1 expansions fused into
+the depthwise convolutions that read them (``network.expansion``), against the two kernels. Both networks are built from the same log (no
 build cache: neither choice is part of a kernel's key), the one "without" with the choice turned off; their outputs
 are compared, then they are timed in turns (``--rounds`` timings of at least 50 ms each) and profiled (each call's
 time inside its network). Prints each network's median, the median per round of with / without, and the calls that
@@ -26,14 +27,14 @@ from common import positive_int, save_zoo_model, write_json
 
 def main() -> int:
     from tensortune.autotvm.templates import conv2d
-    from tensortune.network import conv
+    from tensortune.network import conv, expansion
     from tensortune.network.compile_model import load_program, optimized_graph
     from tensortune.network.program import build_program
     from tensortune.network.tuned import TunedKernels
     from tensortune.target import Target
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--change", choices=("prefetch", "input-relayout"), default="prefetch")
+    p.add_argument("--change", choices=("prefetch", "input-relayout", "expansion"), default="prefetch")
     p.add_argument("--model", choices=("resnet18", "mobilenet_v2"), default="mobilenet_v2")
     p.add_argument("--log", required=True, help="the network's tuning log")
     p.add_argument("--target", help="target string (default: this machine)")
@@ -47,7 +48,8 @@ def main() -> int:
         model = str(save_zoo_model(Path(tmp), args.model))
         chosen = TunedKernels(args.log, target)
         g = optimized_graph(model, target, None, records=chosen.records)
-    owner, attr = (conv2d, "_prefetch_weights") if args.change == "prefetch" else (conv, "plain_source")
+    owner, attr = {"prefetch": (conv2d, "_prefetch_weights"), "input-relayout": (conv, "plain_source"),
+                   "expansion": (expansion, "fusable_expansion")}[args.change]
     keep = getattr(owner, attr)
     modules, calls_of = {}, {}
     try:

@@ -35,12 +35,12 @@ from .kernels import (KernelArgs, KernelDef, NetworkCompileError, binary_expr, c
 
 def epilogue_stages(acc: Tensor, op: Conv | Dense, bias: Tensor | None,
                     operands: Sequence[tuple[Tensor, Value, bool]],
-                    logical: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]) -> list[Tensor]:
+                    logical: Callable[[tuple[Expr, ...]], tuple[Expr, ...]], prefix: str = "") -> list[Tensor]:
     """The stages after the accumulator ``acc``: bias, then each epilogue step; ``logical(axes)`` is the index in the
     node's output value of the element at ``acc``'s ``axes``.
 
     ``operands`` are (tensor, value, is_constant) of the binary steps, in order. The last stage is named
-    ``out``."""
+    ``out`` (each name after ``prefix``: two nodes' epilogues in one kernel)."""
     steps: list[Callable[[Expr, tuple[Expr, ...]], Expr]] = []
     if bias is not None:
         steps.append(lambda x, idx: x + bias[idx[1]])
@@ -50,7 +50,7 @@ def epilogue_stages(acc: Tensor, op: Conv | Dense, bias: Tensor | None,
     stages: list[Tensor] = []
     cur = acc
     for k, fn in enumerate(steps):
-        name = "out" if k == len(steps) - 1 else f"epilogue{k}"
+        name = prefix + ("out" if k == len(steps) - 1 else f"epilogue{k}")
         cur = te.compute(acc.shape, _apply_step(cur, fn, logical), name)
         stages.append(cur)
     return stages
@@ -148,6 +148,12 @@ def pack_conv_weight(w: np.ndarray, groups: int, icb: int, ocb: int) -> np.ndarr
     return w.reshape(o // ocb, ocb, cg // icb, icb, kh, kw).transpose(0, 2, 4, 5, 3, 1)
 
 
+def pack_depthwise_weight(w: np.ndarray, cb: int) -> np.ndarray:
+    """``[C, 1, KH, KW]`` depthwise weights -> ``[C/cb, KH, KW, cb]``."""
+    c, _, kh, kw = w.shape
+    return w.reshape(c // cb, cb, kh, kw).transpose(0, 2, 3, 1)
+
+
 def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Callable[[Tensor], list[Tensor]],
                  inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]], ow_tile: int = 1,
                  plain_data: bool = False) -> Operator:
@@ -232,13 +238,15 @@ def is_blocked_conv(g: Graph, node: Node, lanes: int) -> bool:
     return (sh.C // sh.groups) % icb == 0 and (sh.O // sh.groups) % ocb == 0
 
 
-def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[int, ...] | None,
-              pack: Callable[[np.ndarray], np.ndarray], one_row: bool = False, data: str | None = None
-              ) -> tuple[Callable[[], tuple[Tensor, Tensor, list[Tensor]]], Callable[[Tensor], list[Tensor]]]:
+def fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[int, ...] | None,
+             pack: Callable[[np.ndarray], np.ndarray], one_row: bool = False, data: str | None = None,
+             prefix: str = "") -> tuple[Callable[[], tuple[Tensor | None, Tensor, list[Tensor]]],
+                                        Callable[[Tensor], list[Tensor]]]:
     """``inputs()`` and ``epilogue(acc)`` of a node's fused convolution, arguments bound in ``a``: the data (the
-    value ``data``, default the node's input, seen as ``data_view`` if given), the node's constant OIHW weights
-    packed by ``pack`` (once, here), the bias and the epilogue's operands (seen over the pixels as one row with
-    ``one_row``); then the stages of its bias and epilogue after ``acc`` (blocks of ``ocb`` channels)."""
+    value ``data``, default the node's input, seen as ``data_view`` if given; none when ``data`` is ``""``: the
+    kernel computes it), the node's constant OIHW weights packed by ``pack`` (once, here), the bias and the
+    epilogue's operands (seen over the pixels as one row with ``one_row``); then the stages of its bias and
+    epilogue after ``acc`` (blocks of ``ocb`` channels; names after ``prefix``)."""
     sh = ConvShape.of(g, node)
     out_v = g.values[node.outputs[0]]
     w = g.constants.get(node.inputs[1])
@@ -249,7 +257,7 @@ def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[in
     operands: list[tuple[Tensor, Value, bool]] = []
 
     def inputs():
-        x = a.value(data or node.inputs[0], "data", data_view)
+        x = None if data == "" else a.value(data or node.inputs[0], "data", data_view)
         wp = a.const(pack(w), "weight")
         if node.op.has_bias:
             bias_t.append(a.value(node.inputs[2], "bias"))
@@ -260,7 +268,7 @@ def _fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[in
         return (ax[0], ax[1] * ocb + ax[4]) if isinstance(node.op, Dense) else logical_index(out_v.layout, ax)
 
     def epilogue(acc):
-        return epilogue_stages(acc, node.op, bias_t[0] if bias_t else None, operands, logical)
+        return epilogue_stages(acc, node.op, bias_t[0] if bias_t else None, operands, logical, prefix)
 
     return inputs, epilogue
 
@@ -277,13 +285,13 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int 
 
     def pack(w):
         if sh.depthwise:
-            return w.reshape(sh.C // ocb, ocb, sh.KH, sh.KW).transpose(0, 2, 3, 1)
+            return pack_depthwise_weight(w, ocb)
         return pack_conv_weight(w, sh.groups, icb, ocb)
 
     # the data as blocked images of the kernel's shape: a dense layer's [M, K] as 1x1 images, a one-row view's
     view = (sh.N, sh.C // icb, sh.H, sh.W, icb) if one_row or isinstance(node.op, Dense) else None
     source = None if one_row or sh.depthwise else plain_source(g, node)
-    inputs, epilogue = _fused_io(g, node, a, ocb, view, pack, one_row, source)
+    inputs, epilogue = fused_io(g, node, a, ocb, view, pack, one_row, source)
     if sh.depthwise:
         return depthwise_conv(sh, ocb, epilogue, inputs)
     return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile, source is not None)
@@ -314,7 +322,7 @@ def winograd_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, tile: int
                                   "equal pads in the blocked layout: Winograd does not compute it")
     sh = ConvShape.of(g, node)
     icb, ocb = conv_blocks(g, node, lanes)
-    inputs, epilogue = _fused_io(g, node, a, ocb, None, lambda w: winograd_weight(w, tile, icb, ocb))
+    inputs, epilogue = fused_io(g, node, a, ocb, None, lambda w: winograd_weight(w, tile, icb, ocb))
     return conv2d_winograd_nchwc(sh.N, sh.C, sh.H, sh.W, sh.O, 3, 1, sh.pads[0], tile, icb, ocb,
                                  g.values[node.outputs[0]].dtype, p_tile=p_tile, target=target, inputs=inputs,
                                  epilogue=epilogue)

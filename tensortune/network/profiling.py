@@ -33,6 +33,7 @@ class CallProfile:
     flops: int
     seconds: float
     kernel: str  # "TEMPLATE #INDEX" for a tuned config, "default" for a layer's untuned kernel, "-" for the rest
+    # (and "1x1 expansion fused in" for a depthwise layer computing its expansion: ``expansion.py``)
     refined: bool = False  # chosen by its timing inside the network (``refine``)
     alone: float | None = None  # its config's fastest time alone in the log, when it has one
 
@@ -96,7 +97,9 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
     for i, row in enumerate(runs[0]):
         kernel, alone = "-", None
         node = nodes.get(row["node"])
-        if node is not None:
+        if row["kind"] == "expand_depthwise":  # no config of either node: the fused kernel's tiling is a rule
+            kernel = "1x1 expansion fused in"
+        elif node is not None:
             kernel, alone = (_config_of(choose, g, node, tgt) if choose is not None
                              else ("default" if node_tasks(g, node, tgt) else "-", None))
         calls.append(CallProfile(row["node"], row["kind"], row["function"], row["flops"],

@@ -27,6 +27,7 @@ from ..runtime import ArgSpec
 from ..schedule import create_schedule
 from ..target import Target
 from .declare import declare
+from .expansion import expand_depthwise_kernel, fused_expansions
 from .kernels import Arg, KernelDef, is_alias, schedule_elementwise
 from .memory import Buffer, align, plan_memory
 
@@ -160,7 +161,10 @@ class _Steps:
 
 def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef]) -> _Steps:
     root = _roots(g)
-    steps = [(node.name, choose(g, node, target)) for node in g.nodes if not is_alias(g, node)]
+    expansions = fused_expansions(g, target)
+    fused = {pw.name for pw in expansions.values()}
+    steps = [(node.name, expand_depthwise_kernel(g, expansions[node.name], node, target) if node.name in expansions
+              else choose(g, node, target)) for node in g.nodes if not is_alias(g, node) and node.name not in fused]
     # a relayout that no kernel reads (its readers read its source and block it themselves: conv.plain_source) and no
     # alias passes on does not run
     read = {arg.value for _, kd in steps for arg in kd.args[:-1] if arg.value is not None}

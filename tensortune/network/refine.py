@@ -35,7 +35,7 @@ import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import AbstractSet, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from ..graph.passes.plan_layout import channel_block
 from ..graph.tasks import DEFAULT_TEMPLATE, is_flat, node_tasks
 from ..target import Target
 from .declare import declare
+from .expansion import fused_expansions
 from .kernels import KernelDef
 
 T = TypeVar("T")
@@ -187,18 +188,21 @@ def config_kind(config: Mapping) -> tuple:
     return (config["parallel"],) if "parallel" in config else ()
 
 
-def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int) -> list[Layer]:
+def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k: int,
+                     skip: AbstractSet[str] = frozenset()) -> list[Layer]:
     """Each tunable layer's ``top_k`` fastest configs timed alone (distinct, each one the network's layout can
     run; a layer is the nodes of one workload and one pair of channel blocks: nodes of a workload may read inputs
     of different blocks), then the fastest of each template and kind (``config_kind``) not among them, then its
     untuned kernel unless there; layers whose only candidate is the untuned kernel are left out (nothing to
-    choose)."""
+    choose), and so are the nodes in ``skip``."""
     from .layouts import runs_with
     from .tuned import _BlockMismatch, _blocks
 
     layers: dict[tuple, Layer] = {}
     lanes = max(1, target.lanes(DType.float32))
     for node in g.nodes:
+        if node.name in skip:
+            continue
         blocks = _blocks(g, node)  # a config of other channel blocks cannot run here: not built to find out
         tasks = node_tasks(g, node, target)
         if not tasks:
@@ -285,7 +289,9 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
     if not force and refined and max(refined) >= max((r.timestamp for r in alone), default=0.0):
         say("refine: the log's latest refinement of this network is newer than its last trial; nothing to do")
         return RefineResult(fingerprint, [], {}, time.perf_counter() - start, 0, skipped=True)
-    layers = layer_candidates(g, target, alone, top_k)
+    # an expansion fused into its depthwise convolution runs neither node's tuned kernel: nothing to choose there
+    computed_by = {pw.name: dw for dw, pw in fused_expansions(g, target).items()}
+    layers = layer_candidates(g, target, alone, top_k, skip={*computed_by, *computed_by.values()})
     by_node = {n: layer for layer in layers for n in layer.nodes}
     if not layers:
         say("refine: no layer has a tuned config to compare with its untuned kernel")
@@ -298,7 +304,7 @@ def refine(model, log: str | os.PathLike, target: Target | None = None, top_k: i
 
         return load_program(build_program(g, target, choose), target, num_threads)
 
-    readers = _readers(g)
+    readers = _readers(g, computed_by)
     steady = _steady_rounds(slow_spell_retries, num_threads, say)
     # each layer's choice so far: the log's latest refinement's, else its fastest alone
     current = {id(layer): _previous_choice(layer, everything, fingerprint) for layer in layers}
@@ -356,12 +362,14 @@ def _previous_choice(layer: Layer, records: Sequence[Record], fingerprint: str) 
     return 0
 
 
-def _readers(g: Graph) -> dict[str, list[str]]:
-    """The nodes that read each node's outputs."""
+def _readers(g: Graph, computed_by: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """The nodes that read each node's outputs (a node whose kernel another one computes, an expansion fused into
+    its depthwise convolution, reads as that one: ``computed_by``)."""
     reads: dict[str, list[str]] = {}
+    by = computed_by or {}
     for node in g.nodes:
         for v in node.inputs:
-            reads.setdefault(v, []).append(node.name)
+            reads.setdefault(v, []).append(by.get(node.name, node.name))
     return {node.name: [m for v in node.outputs for m in reads.get(v, ())] for node in g.nodes}
 
 

@@ -1,0 +1,198 @@
+"""A 1x1 expansion fused into the depthwise convolution that reads it: one kernel, no expanded tensor in memory.
+
+In an inverted-residual block (MobileNetV2) a 1x1 convolution expands a few channels into many (16 -> 96 at
+112x112: a 4.8 MB tensor), and the depthwise convolution after it reads that tensor back. Fused, the expanded
+rows are computed per band of the depthwise output's rows and per group of channel blocks, into a buffer on the
+stack that the depthwise taps read while it is in the core's cache; the expanded tensor is never written.
+
+The kernel's stages (``expand_depthwise_kernel``):
+
+* ``expand_acc`` -- the 1x1 convolution over the depthwise layer's *padded* domain (rows and columns the taps read,
+  the columns rounded up to whole register tiles; positions in the padding read the nearest input pixel, their
+  values are replaced by zeros next), accumulated in a register tile of ``tile`` columns x the group's vectors;
+* ``expanded`` -- its bias and activations, then zero where the depthwise layer pads (``select``), computed at the
+  output's channel-group loop inside a band of rows: the band's rows plus the taps' halo (recomputed by the
+  neighbouring band), which is all that band reads;
+* ``acc`` / the depthwise epilogue -- the depthwise convolution of ``expanded``, a register tile of ``dw_tile``
+  columns per row and channel block, written once through its bias and activations.
+
+The bands run in parallel. Recomputing the halo rows costs ``((R-1)*stride + KH) / (R*stride)`` of the 1x1's
+arithmetic; the band height ``R`` is the largest whose buffer fits the stack limit with a number of bands the
+threads share evenly (``expansion_plan``).
+
+``fusable_expansion`` says which depthwise nodes read a fusable 1x1 expansion: a 1x1, stride-1, unpadded,
+ungrouped convolution on the blocked layout, its epilogue without operands (bias and activations), its output
+read by the depthwise node alone and not a graph output. ``program.network_steps`` then drops the expansion's own
+kernel (no kernel reads its output).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .. import te
+from ..codegen.c import STACK_LIMIT_BYTES
+from ..dtype import DType
+from ..graph.ir import Graph, Node
+from ..graph.ops import Conv
+from ..schedule import create_schedule
+from ..target import Target, TargetKind
+from ..te import Tensor
+from .conv import ConvShape, conv_blocks, fused_io, is_blocked_conv, pack_conv_weight, pack_depthwise_weight
+from .kernels import KernelArgs, KernelDef, clamp, logical_index
+
+#: expanded tensors smaller than this are left to the two kernels (they stay in the cache between them)
+MIN_EXPANDED_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ExpansionPlan:
+    """How the fused kernel is tiled: ``rows`` output rows per band, ``group`` channel blocks per expanded
+    buffer, ``tile`` columns of the 1x1's register tile, ``dw_tile`` columns of the depthwise one."""
+
+    rows: int
+    group: int
+    tile: int
+    dw_tile: int
+
+
+def fusable_expansion(g: Graph, node: Node, lanes: int) -> Node | None:
+    """The 1x1 expansion that depthwise ``node`` reads and can compute itself (see the module docstring), or
+    None."""
+    if not isinstance(node.op, Conv) or not is_blocked_conv(g, node, lanes) or not ConvShape.of(g, node).depthwise:
+        return None
+    src = node.inputs[0]
+    pw = next((n for n in g.nodes if src in n.outputs), None)
+    if pw is None or not isinstance(pw.op, Conv) or not is_blocked_conv(g, pw, lanes):
+        return None
+    sh = ConvShape.of(g, pw)
+    if (sh.KH, sh.KW, sh.strides, sh.pads, sh.groups) != (1, 1, (1, 1), (0, 0, 0, 0), 1):
+        return None
+    if any(step.has_operand for step in pw.op.epilogue) or src in g.outputs:
+        return None
+    if any(src in n.inputs for n in g.nodes if n is not node):
+        return None
+    v = g.values[src]
+    if math.prod(v.shape) * DType.of(v.dtype).bytes < MIN_EXPANDED_BYTES:
+        return None
+    return pw
+
+
+def fused_expansions(g: Graph, target: Target) -> dict[str, Node]:
+    """Depthwise node name -> the 1x1 expansion it computes itself (``fusable_expansion``), for a CPU target."""
+    if target.kind is not TargetKind.C:
+        return {}
+    lanes = max(1, target.lanes(DType.float32))
+    return {node.name: pw for node in g.nodes if (pw := fusable_expansion(g, node, lanes)) is not None}
+
+
+def expansion_plan(dw: ConvShape, cb: int, target: Target) -> ExpansionPlan:
+    """The tiling of a fused expansion + depthwise kernel on ``target`` (blocks of ``cb`` channels): two vectors
+    of channels per group where the channels allow (each broadcast input feeds both), the widest 1x1 register tile
+    that fits the registers (up to 8 columns), the widest depthwise tile dividing the output width (up to 8), and the
+    tallest band of rows whose expanded buffer fits the stack, preferring a number of bands the threads share
+    evenly."""
+    lanes = max(1, target.lanes(DType.float32))
+    vectors = max(1, cb // lanes)
+    blocks = dw.C // cb
+    group = max((d for d in range(1, blocks + 1) if blocks % d == 0 and d * vectors <= 2), default=1)
+    tile = max(1, min(8, target.accumulator_budget(group * vectors) // (group * vectors)))
+    dw_tile = max(d for d in range(1, min(8, dw.OW) + 1) if dw.OW % d == 0)
+    width = _expanded_width(dw, tile)
+    threads = target.num_cores
+
+    def fits(r: int) -> bool:
+        return group * cb * _band_rows(dw, r) * width * 4 <= STACK_LIMIT_BYTES
+
+    rows = [r for r in range(1, dw.OH + 1) if dw.OH % r == 0 and fits(r)] or [1]
+    best = max(rows, key=lambda r: ((dw.OH // r) % threads == 0, r))
+    return ExpansionPlan(best, group, tile, dw_tile)
+
+
+def _band_rows(dw: ConvShape, rows: int) -> int:
+    return (rows - 1) * dw.strides[0] + (dw.KH - 1) * dw.dilations[0] + 1
+
+
+def _expanded_width(dw: ConvShape, tile: int) -> int:
+    """Columns of the padded expanded domain the taps read, rounded up to whole 1x1 tiles."""
+    cols = (dw.OW - 1) * dw.strides[1] + (dw.KW - 1) * dw.dilations[1] + 1
+    return -(-cols // tile) * tile
+
+
+def expand_depthwise_kernel(g: Graph, pw: Node, dw: Node, target: Target, plan: ExpansionPlan | None = None
+                            ) -> KernelDef:
+    """The fused kernel of 1x1 expansion ``pw`` and depthwise ``dw`` (``fusable_expansion``): reads ``pw``'s input,
+    writes ``dw``'s output."""
+    lanes = max(1, target.lanes(DType.float32))
+    psh, dsh = ConvShape.of(g, pw), ConvShape.of(g, dw)
+    icb, cb = conv_blocks(g, pw, lanes)
+    plan = plan or expansion_plan(dsh, cb, target)
+    a = KernelArgs(g)
+    pw_inputs, pw_epilogue = fused_io(g, pw, a, cb, None, lambda w: pack_conv_weight(w, 1, icb, cb),
+                                      prefix="expand_")
+    dw_inputs, dw_epilogue = fused_io(g, dw, a, cb, None, lambda w: pack_depthwise_weight(w, cb), data="")
+    x, wp, _ = pw_inputs()
+    _, wd, _ = dw_inputs()
+
+    (sy, sx), (dy, dx), (pt, pl, _, _) = dsh.strides, dsh.dilations, dsh.pads
+    rows = (dsh.OH - 1) * sy + (dsh.KH - 1) * dy + 1
+    cols = _expanded_width(dsh, plan.tile)
+    ico, ici = te.reduce_axis(psh.C // icb, "ico"), te.reduce_axis(icb, "ici")
+
+    def expand(n, c, y, xx, b):  # positions in the padding read the nearest pixel (replaced by zeros next)
+        return te.sum(x[n, ico, clamp(y - pt, psh.H - 1), clamp(xx - pl, psh.W - 1), ici] * wp[c, ico, 0, 0, ici, b],
+                      axis=[ico, ici])
+
+    shape = (psh.N, psh.O // cb, rows, cols, cb)
+    acc_pw = te.compute(shape, expand, "expand_acc")
+    pw_stages = pw_epilogue(acc_pw)
+    act = pw_stages[-1] if pw_stages else acc_pw
+    zero = te.const(0, act.dtype)
+
+    def padded(n, c, y, xx, b):
+        inside = te.logical_and(y >= pt, y < psh.H + pt, xx >= pl, xx < psh.W + pl)
+        return te.select(inside, act[n, c, y, xx, b], zero)
+
+    mid = te.compute(shape, padded, "expanded")
+    kh, kw = te.reduce_axis(dsh.KH, "kh"), te.reduce_axis(dsh.KW, "kw")
+    acc = te.compute((dsh.N, dsh.C // cb, dsh.OH, dsh.OW, cb), lambda n, c, y, xx, b: te.sum(
+        mid[n, c, y * sy + kh * dy, xx * sx + kw * dx, b] * wd[c, kh, kw, b], axis=[kh, kw]), "acc")
+    dw_stages = dw_epilogue(acc)
+    out = dw_stages[-1] if dw_stages else acc
+
+    s = create_schedule(out)
+    for t in pw_stages + dw_stages[:-1]:
+        s[t].compute_inline()
+    accum = s.cache_write(acc, "local") if acc is out else acc
+    o = s[out]
+    n, c, y, xx, b = o.axis
+    yo, yi = o.split(y, plan.rows)
+    co, ci = o.split(c, plan.group)
+    xo, xi = o.split(xx, plan.dw_tile)
+    o.reorder(n, yo, co, ci, yi, xo, xi, b)
+    o.parallel(o.fuse(n, yo))
+    o.unroll(xi)
+    o.vectorize(b)
+    d = s[accum]
+    d.compute_at(o, xo)
+    _, _, _, dx_, db = d.axis
+    d.reorder(*d.reduce_axis, dx_, db)
+    d.unroll(d.reduce_axis[1])
+    d.unroll(dx_)
+    d.vectorize(db)
+    m = s[mid]
+    m.compute_at(o, co)
+    mn, mc, my, mx, mb = m.axis
+    mxo, mxi = m.split(mx, plan.tile)
+    m.reorder(mn, my, mxo, mc, mxi, mb)
+    m.unroll(mc)  # the register tile is read back in straight-line code: its accumulators stay in registers
+    m.unroll(mxi)
+    m.vectorize(mb)
+    p = s[acc_pw]
+    p.compute_at(m, mxo)
+    _, pc, _, px, pb = p.axis
+    p.reorder(*p.reduce_axis, px, pc, pb)
+    p.unroll(px)
+    p.unroll(pc)
+    p.vectorize(pb)
+    return a.done("expand_depthwise", dw, out, s, psh.flops + dsh.flops, extra_key=("expand", pw.op, psh, plan))
