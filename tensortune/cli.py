@@ -937,12 +937,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from .graph.tasks import DEFAULT_TEMPLATE, extract_tasks
+    from .graph.tasks import DEFAULT_TEMPLATE, node_flops
     from .network import optimized_graph
+    from .network.expansion import fused_expansions
+    from .network.tuning import tunable_tasks
 
     target = _target(args.target)
     graph = optimized_graph(args.model, target, parse_input_shapes(args.shape))
-    tasks = extract_tasks(graph, target)
+    tasks = tunable_tasks(graph, target)
+    fused = fused_expansions(graph, target)
     total = sum(t.total_flops for t in tasks)
     rows = [{"index": k + 1, "kind": t.kind, "template": t.task.name if t.task else None, "workload": t.workload,
              "args": list(t.task.args) if t.task else None, "nodes": list(t.nodes), "occurrences": t.occurrences,
@@ -953,7 +956,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     tunable = sum(r["total_flops"] for r in rows if r["template"])
     if args.json:
         print(json.dumps({"model": args.model, "name": graph.name, "target": str(target), "total_flops": total,
-                          "tunable_flops": tunable, "tasks": rows}))
+                          "tunable_flops": tunable, "tasks": rows,
+                          "fused": [{"expansion": pw.name, "depthwise": dw} for dw, pw in fused.items()]}))
         return EXIT_OK
     tuned_tasks, nodes = sum(1 for r in rows if r["template"]), sum(r["occurrences"] for r in rows)
     has_default = any(a["template"] == DEFAULT_TEMPLATE for r in rows for a in r["alternatives"])
@@ -965,6 +969,11 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if has_default:
         print(f"  each task also measures its layer's untuned kernel ({DEFAULT_TEMPLATE}), so that tuning never "
               "makes a layer slower")
+    if fused:
+        nodes_of = {n.name: n for n in graph.nodes}
+        flops = sum(node_flops(graph, pw) + node_flops(graph, nodes_of[dw]) for dw, pw in fused.items())
+        print(f"  not tuned: {len(fused)} 1x1 expansion(s) computed by the depthwise kernel that reads them, one "
+              f"kernel per pair, {flops / 1e9:.3f} GFLOP more ({', '.join(f'{pw.name} -> {dw}' for dw, pw in fused.items())})")
     print(f"  {'#':>3}  {'kind':<16} {'template':<28} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
     for r in rows:
         what = json.dumps(r["args"], separators=(",", ":")) if r["args"] else r["workload"]

@@ -195,3 +195,27 @@ def test_build_program_without_fusion_runs_both_kernels(monkeypatch, fuse_any_si
     assert len(build_program(g, target, use_cache=False).calls) == fused_calls + 1
     x = rand((1, 8, 10, 10), seed=1)
     assert_close(compile_network(m, target)(x), ort_run(m, {"x": x})[0])
+
+
+def test_the_fused_nodes_are_not_tuned(fuse_any_size, tmp_path, capsys):
+    """``tune-model``'s tasks (``tunable_tasks``) leave out the nodes of a fused pair (their kernel runs no config
+    of theirs), keep every other node, and ``tensortune tasks`` names the pair."""
+    import json
+
+    from tensortune import cli
+    from tensortune.graph.tasks import extract_tasks
+    from tensortune.network.tuning import tunable_tasks
+
+    target = _target("avx2")
+    m = block(8, 2 * target.lanes("float32"), 12, stem=True)
+    g, fused = _pair(m, target)
+    (dw, pw), = fused.items()
+    everything = {n for t in extract_tasks(g, target) for n in t.nodes}
+    kept = {n for t in tunable_tasks(g, target) for n in t.nodes}
+    assert {dw, pw.name} <= everything and kept == everything - {dw, pw.name}
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    assert cli.main(["tasks", str(path), "--target", str(target), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["fused"] == [{"expansion": pw.name, "depthwise": dw}]
+    assert {n for t in report["tasks"] for n in t["nodes"]} == kept

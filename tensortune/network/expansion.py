@@ -27,6 +27,7 @@ kernel (no kernel reads its output).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -43,6 +44,10 @@ from .kernels import KernelArgs, KernelDef, clamp, logical_index
 
 #: expanded tensors smaller than this are left to the two kernels (they stay in the cache between them)
 MIN_EXPANDED_BYTES = 1 << 20
+#: a group of two vectors of channels is taken where its band recomputes at most this much of the expansion
+MAX_RECOMPUTE = 1.15
+#: the most columns of the 1x1's register tile
+MAX_TILE = 12
 
 
 @dataclass(frozen=True)
@@ -87,26 +92,31 @@ def fused_expansions(g: Graph, target: Target) -> dict[str, Node]:
 
 
 def expansion_plan(dw: ConvShape, cb: int, target: Target) -> ExpansionPlan:
-    """The tiling of a fused expansion + depthwise kernel on ``target`` (blocks of ``cb`` channels): two vectors
-    of channels per group where the channels allow (each broadcast input feeds both), the widest 1x1 register tile
-    that fits the registers (up to 8 columns), the widest depthwise tile dividing the output width (up to 8), and the
-    tallest band of rows whose expanded buffer fits the stack, preferring a number of bands the threads share
-    evenly."""
+    """The tiling of a fused expansion + depthwise kernel on ``target`` (blocks of ``cb`` channels): for a group
+    of one or two vectors of channels (two: each broadcast input feeds both), the tallest band of rows whose
+    expanded buffer fits the stack, preferring a number of bands the threads share evenly; the group of two where
+    its band recomputes at most ``MAX_RECOMPUTE`` of the expansion, else the group recomputing least. Then the
+    widest 1x1 register tile that fits the registers beside its operands (up to ``MAX_TILE`` columns) and the widest depthwise
+    tile dividing the output width (up to 8)."""
     lanes = max(1, target.lanes(DType.float32))
     vectors = max(1, cb // lanes)
     blocks = dw.C // cb
-    group = max((d for d in range(1, blocks + 1) if blocks % d == 0 and d * vectors <= 2), default=1)
-    tile = max(1, min(8, target.accumulator_budget(group * vectors) // (group * vectors)))
-    dw_tile = max(d for d in range(1, min(8, dw.OW) + 1) if dw.OW % d == 0)
-    width = _expanded_width(dw, tile)
     threads = target.num_cores
+    plans = []
+    for group in sorted({d for d in range(1, blocks + 1) if blocks % d == 0 and d * vectors <= 2}, reverse=True):
+        tile = max(1, min(MAX_TILE, target.accumulator_budget(group * vectors) // (group * vectors)))
+        width = _expanded_width(dw, tile)
 
-    def fits(r: int) -> bool:
-        return group * cb * _band_rows(dw, r) * width * 4 <= STACK_LIMIT_BYTES
+        def fits(r: int) -> bool:
+            return group * cb * _band_rows(dw, r) * width * 4 <= STACK_LIMIT_BYTES
 
-    rows = [r for r in range(1, dw.OH + 1) if dw.OH % r == 0 and fits(r)] or [1]
-    best = max(rows, key=lambda r: ((dw.OH // r) % threads == 0, r))
-    return ExpansionPlan(best, group, tile, dw_tile)
+        rows = max([r for r in range(1, dw.OH + 1) if dw.OH % r == 0 and fits(r)] or [1],
+                   key=lambda r: ((dw.OH // r) % threads == 0, r))
+        recompute = _band_rows(dw, rows) / (rows * dw.strides[0])
+        plans.append((recompute, ExpansionPlan(rows, group, tile, 0)))
+    recompute, plan = next(((r, p) for r, p in plans if r <= MAX_RECOMPUTE), min(plans, key=lambda rp: rp[0]))
+    dw_tile = max(d for d in range(1, min(8, dw.OW) + 1) if dw.OW % d == 0)
+    return dataclasses.replace(plan, dw_tile=dw_tile)
 
 
 def _band_rows(dw: ConvShape, rows: int) -> int:
