@@ -5,12 +5,12 @@
 
 ``--change prefetch``: the 1x1 template's prefetch of the next block of weights (``templates.conv2d.
 _prefetch_weights``); ``--change input-relayout``: the first convolution blocking the plain image as it pads
-(``network.conv.plain_source``), against a relayout kernel first; ``--change expansion``: 1x1 expansions fused into
-the depthwise convolutions that read them (``network.expansion``), against the two kernels. Both networks are built from the same log (no
-build cache: neither choice is part of a kernel's key), the one "without" with the choice turned off; their outputs
-are compared, then they are timed in turns (``--rounds`` timings of at least 50 ms each) and profiled (each call's
-time inside its network). Prints each network's median, the median per round of with / without, and the calls that
-moved by more than 1.5 us.
+(``network.conv.plain_source``), against a relayout kernel first; ``--change expansion``: 1x1 expansions fused
+into the depthwise convolutions that read them (``network.expansion``), against the two kernels. Both networks are
+built from the same log (no build cache: neither choice is part of a kernel's key), the one "without" with the
+choice turned off; their outputs are compared, then they are timed in turns (``--rounds`` timings of at least 50 ms
+each) and profiled (each call's time inside its network). Prints each network's median, the median per round of
+with / without, and the calls that moved by more than 1.5 us.
 """
 from __future__ import annotations
 

@@ -972,8 +972,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if fused:
         nodes_of = {n.name: n for n in graph.nodes}
         flops = sum(node_flops(graph, pw) + node_flops(graph, nodes_of[dw]) for dw, pw in fused.items())
+        pairs = ", ".join(f"{pw.name} -> {dw}" for dw, pw in fused.items())
         print(f"  not tuned: {len(fused)} 1x1 expansion(s) computed by the depthwise kernel that reads them, one "
-              f"kernel per pair, {flops / 1e9:.3f} GFLOP more ({', '.join(f'{pw.name} -> {dw}' for dw, pw in fused.items())})")
+              f"kernel per pair, {flops / 1e9:.3f} GFLOP more ({pairs})")
     print(f"  {'#':>3}  {'kind':<16} {'template':<28} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
     for r in rows:
         what = json.dumps(r["args"], separators=(",", ":")) if r["args"] else r["workload"]

@@ -96,8 +96,8 @@ def expansion_plan(dw: ConvShape, cb: int, target: Target) -> ExpansionPlan:
     of one or two vectors of channels (two: each broadcast input feeds both), the tallest band of rows whose
     expanded buffer fits the stack, preferring a number of bands the threads share evenly; the group of two where
     its band recomputes at most ``MAX_RECOMPUTE`` of the expansion, else the group recomputing least. Then the
-    widest 1x1 register tile that fits the registers beside its operands (up to ``MAX_TILE`` columns) and the widest depthwise
-    tile dividing the output width (up to 8)."""
+    widest 1x1 register tile that fits the registers beside its operands (up to ``MAX_TILE`` columns) and the
+    widest depthwise tile dividing the output width (up to 8)."""
     lanes = max(1, target.lanes(DType.float32))
     vectors = max(1, cb // lanes)
     blocks = dw.C // cb
