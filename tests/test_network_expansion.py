@@ -24,7 +24,7 @@ AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
 
 
 def block(cin: int, cmid: int, size: int, kernel: int = 3, stride: int = 1, pad: int = 1, act: str = "Clip",
-          bias: bool = True, extra_reader: bool = False, seed: int = 0, stem: bool = False):
+          bias: bool = True, extra_reader: bool = False, seed: int = 0, stem: bool = False, dilation: int = 1):
     """x -> 1x1 conv (cin -> cmid) -> act -> depthwise conv (kernel, stride, pad) -> act -> y (and, with
     ``extra_reader``, the expanded tensor also read by a second output; with ``stem``, x made by a 3x3 convolution
     of ``cin`` channels first)."""
@@ -36,7 +36,7 @@ def block(cin: int, cmid: int, size: int, kernel: int = 3, stride: int = 1, pad:
     inits |= {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)} if bounds else {}
     nodes = [node("Conv", ["x", "w1", *b1], ["e"], kernel_shape=[1, 1]), node(act, ["e", *bounds], ["ea"]),
              node("Conv", ["ea", "w2", *b2], ["d"], kernel_shape=[kernel, kernel], strides=[stride, stride],
-                  pads=[pad] * 4, group=cmid),
+                  pads=[pad] * 4, group=cmid, dilations=[dilation, dilation]),
              node(act, ["d", *bounds], ["y"])]
     outputs = ["y"]
     if stem:
@@ -74,14 +74,16 @@ def compile_network(m, target):
                                                                  HealthCheck.function_scoped_fixture])
 @given(cin=st.sampled_from([3, 8, 16, 24]), mult=st.sampled_from([1, 2, 3, 6]), size=st.integers(4, 23),
        kernel=st.sampled_from([3, 5]), stride=st.integers(1, 2), pad=st.integers(0, 2),
-       act=st.sampled_from(["Clip", "Relu"]), bias=st.booleans(), isa=st.sampled_from(["avx2", "host"]))
-def test_the_fused_kernel_equals_onnxruntime(fuse_any_size, cin, mult, size, kernel, stride, pad, act, bias, isa):
-    """Any expansion and depthwise shape (kernel, stride, padding, with or without bias, Clip or ReLU): one
-    kernel computes both, the expansion's own kernel does not run, and the output equals onnxruntime's."""
+       act=st.sampled_from(["Clip", "Relu"]), bias=st.booleans(), isa=st.sampled_from(["avx2", "host"]),
+       dilation=st.sampled_from([1, 1, 2]))
+def test_the_fused_kernel_equals_onnxruntime(fuse_any_size, cin, mult, size, kernel, stride, pad, act, bias, isa,
+                                             dilation):
+    """Any expansion and depthwise shape (kernel, stride, padding, dilation, with or without bias, Clip or ReLU):
+    one kernel computes both, the expansion's own kernel does not run, and the output equals onnxruntime's."""
     target = _target(isa)
     lanes = target.lanes("float32")
-    size = max(size, kernel - 2 * pad)
-    m = block(cin, lanes * mult, size, kernel, stride, pad, act, bias)
+    size = max(size, (kernel - 1) * dilation + 1 - 2 * pad)
+    m = block(cin, lanes * mult, size, kernel, stride, pad, act, bias, dilation=dilation)
     g, fused = _pair(m, target)
     assert len(fused) == 1
     (dw, pw), = fused.items()
