@@ -6,11 +6,12 @@
 ``--change prefetch``: the 1x1 template's prefetch of the next block of weights (``templates.conv2d.
 _prefetch_weights``); ``--change input-relayout``: the first convolution blocking the plain image as it pads
 (``network.conv.plain_source``), against a relayout kernel first; ``--change expansion``: 1x1 expansions fused
-into the depthwise convolutions that read them (``network.expansion``), against the two kernels. Both networks are
-built from the same log (no build cache: neither choice is part of a kernel's key), the one "without" with the
-choice turned off; their outputs are compared, then they are timed in turns (``--rounds`` timings of at least 50 ms
-each) and profiled (each call's time inside its network). Prints each network's median, the median per round of
-with / without, and the calls that moved by more than 1.5 us.
+into the depthwise convolutions that read them (``network.expansion``), against the two kernels; ``--change
+x86-minmax``: vector min/max (ReLU, Clip) as one MINPS/MAXPS (``codegen.c._x86_minmax``), against a comparison and
+a blend. Both networks are built from the same log (no build cache: neither choice is part of a kernel's key), the
+one "without" with the choice turned off; their outputs are compared, then they are timed in turns (``--rounds``
+timings of at least 50 ms each) and profiled (each call's time inside its network). Prints each network's median,
+the median per round of with / without, and the calls that moved by more than 1.5 us.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from common import positive_int, save_zoo_model, write_json
 
 def main() -> int:
     from tensortune.autotvm.templates import conv2d
+    from tensortune.codegen import c as c_codegen
     from tensortune.network import conv, expansion
     from tensortune.network.compile_model import load_program, optimized_graph
     from tensortune.network.program import build_program
@@ -34,7 +36,7 @@ def main() -> int:
     from tensortune.target import Target
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--change", choices=("prefetch", "input-relayout", "expansion"), default="prefetch")
+    p.add_argument("--change", choices=("prefetch", "input-relayout", "expansion", "x86-minmax"), default="prefetch")
     p.add_argument("--model", choices=("resnet18", "mobilenet_v2"), default="mobilenet_v2")
     p.add_argument("--log", required=True, help="the network's tuning log")
     p.add_argument("--target", help="target string (default: this machine)")
@@ -49,7 +51,7 @@ def main() -> int:
         chosen = TunedKernels(args.log, target)
         g = optimized_graph(model, target, None, records=chosen.records)
     owner, attr = {"prefetch": (conv2d, "_prefetch_weights"), "input-relayout": (conv, "plain_source"),
-                   "expansion": (expansion, "fusable_expansion")}[args.change]
+                   "expansion": (expansion, "fusable_expansion"), "x86-minmax": (c_codegen, "_x86_minmax")}[args.change]
     keep = getattr(owner, attr)
     modules, calls_of = {}, {}
     try:

@@ -384,3 +384,32 @@ def test_dotted_stage_and_axis_names_become_c_identifiers():
     src = source(s, [A, C])
     assert "float C_local[32] __attribute__((aligned(64)));" in src
     assert "i_outer" in src and "i.outer" not in src.split("\n", 2)[2]
+
+
+@pytest.mark.parametrize("isa", [ISA.AVX2, ISA.AVX512])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_vector_min_and_max_are_one_instruction_on_x86_and_keep_their_meaning(isa, dtype, op):
+    """On AVX2 and AVX-512 a vector min/max is the MINPS/MAXPS builtin (one instruction, where a comparison and a
+    blend take two), and it means what the comparison does: ``a > b ? a : b`` bit for bit, NaN and signed zeros
+    included (numpy's maximum would give NaN). Run where this host can; the source is checked everywhere."""
+    target = AVX2 if isa is ISA.AVX2 else AVX512
+    lanes = target.lanes(dtype)
+    n = 4 * lanes
+    A, B = te.placeholder((n,), dtype, "A"), te.placeholder((n,), dtype, "B")
+    C = te.compute((n,), lambda i: getattr(te, op)(A[i], B[i]), "C")
+    s = tt.create_schedule(C)
+    s[C].vectorize(s[C].axis[0])
+    src = source(s, [A, B, C], target)
+    assert f"__builtin_ia32_{op[:3]}p{'s' if dtype == 'float32' else 'd'}" in src and "k & " not in src
+    host = Target.host()
+    if host.arch != "x86_64" or (isa is ISA.AVX512 and host.isa is not ISA.AVX512) or host.isa is ISA.SCALAR:
+        return
+    rng = np.random.default_rng(1)
+    special = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, np.nan], dtype)
+    a = np.concatenate([special, np.roll(special, 3), rng.standard_normal(n - 16).astype(dtype)])
+    b = np.concatenate([np.roll(special, 1), special[::-1], rng.standard_normal(n - 16).astype(dtype)])
+    c = np.empty(n, dtype)
+    tt.build(s, [A, B, C], target=target)(a, b, c)
+    want = np.where(a > b, a, b) if op == "maximum" else np.where(a < b, a, b)
+    assert np.array_equal(c.view(f"u{c.itemsize}"), want.view(f"u{c.itemsize}"))
