@@ -221,3 +221,29 @@ def test_the_fused_nodes_are_not_tuned(fuse_any_size, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["fused"] == [{"expansion": pw.name, "depthwise": dw}]
     assert {n for t in report["tasks"] for n in t["nodes"]} == kept
+
+
+def test_the_fused_kernel_equals_the_two_kernels_on_neon(fuse_any_size):
+    """ARM NEON code (cross-compiled, run under qemu on other machines): the fused kernel's output equals the
+    expansion's kernel followed by the depthwise one's, on the same blocked input."""
+    import tensortune as tt
+    from tensortune.network.declare import declare
+    from test_neon import MISSING, NEON
+
+    if MISSING:
+        pytest.skip(f"running aarch64 kernels here needs {', '.join(MISSING)}")
+    m = block(8, 3 * NEON.lanes("float32"), 11, stride=2)
+    g, fused = _pair(m, NEON)
+    (dw_name, pw), = fused.items()
+    dw = next(n for n in g.nodes if n.name == dw_name)
+    rng = np.random.default_rng(4)
+
+    def run(kd, data):
+        arrays = [data if arg.value is not None else arg.const for arg in kd.args[:-1]]
+        out = np.zeros(kd.tensors[-1].shape, "float32")
+        tt.build(kd.schedule, list(kd.tensors), target=NEON)(*arrays, out)
+        return out
+
+    one = expansion.expand_depthwise_kernel(g, pw, dw, NEON)
+    x = rng.standard_normal(one.tensors[0].shape).astype("float32")
+    assert np.allclose(run(one, x), run(declare(g, dw, NEON), run(declare(g, pw, NEON), x)), rtol=1e-4, atol=1e-4)
