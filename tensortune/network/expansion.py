@@ -38,9 +38,8 @@ from ..graph.ir import Graph, Node
 from ..graph.ops import Conv
 from ..schedule import create_schedule
 from ..target import Target, TargetKind
-from ..te import Tensor
 from .conv import ConvShape, conv_blocks, fused_io, is_blocked_conv, pack_conv_weight, pack_depthwise_weight
-from .kernels import KernelArgs, KernelDef, clamp, logical_index
+from .kernels import KernelArgs, KernelDef, clamp
 
 #: expanded tensors smaller than this are left to the two kernels (they stay in the cache between them)
 MIN_EXPANDED_BYTES = 1 << 20
@@ -114,7 +113,7 @@ def expansion_plan(dw: ConvShape, cb: int, target: Target) -> ExpansionPlan:
                    key=lambda r: ((dw.OH // r) % threads == 0, r))
         recompute = _band_rows(dw, rows) / (rows * dw.strides[0])
         plans.append((recompute, ExpansionPlan(rows, group, tile, 0)))
-    recompute, plan = next(((r, p) for r, p in plans if r <= MAX_RECOMPUTE), min(plans, key=lambda rp: rp[0]))
+    _, plan = next(((r, p) for r, p in plans if r <= MAX_RECOMPUTE), min(plans, key=lambda rp: rp[0]))
     dw_tile = max(d for d in range(1, min(8, dw.OW) + 1) if dw.OW % d == 0)
     return dataclasses.replace(plan, dw_tile=dw_tile)
 
