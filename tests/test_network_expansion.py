@@ -24,7 +24,8 @@ AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
 
 
 def block(cin: int, cmid: int, size: int, kernel: int = 3, stride: int = 1, pad: int = 1, act: str = "Clip",
-          bias: bool = True, extra_reader: bool = False, seed: int = 0, stem: bool = False, dilation: int = 1):
+          bias: bool = True, extra_reader: bool = False, seed: int = 0, stem: bool = False, dilation: int = 1,
+          batch: int = 1):
     """x -> 1x1 conv (cin -> cmid) -> act -> depthwise conv (kernel, stride, pad) -> act -> y (and, with
     ``extra_reader``, the expanded tensor also read by a second output; with ``stem``, x made by a 3x3 convolution
     of ``cin`` channels first)."""
@@ -46,7 +47,7 @@ def block(cin: int, cmid: int, size: int, kernel: int = 3, stride: int = 1, pad:
     if extra_reader:
         nodes.append(node("Relu", ["ea"], ["z"]))
         outputs.append("z")
-    return model(nodes, {"x": (1, cin, size, size)}, outputs, inits, opset=11)
+    return model(nodes, {"x": (batch, cin, size, size)}, outputs, inits, opset=11)
 
 
 @pytest.fixture
@@ -92,6 +93,16 @@ def test_the_fused_kernel_equals_onnxruntime(fuse_any_size, cin, mult, size, ker
     assert kinds["expand_depthwise"] == (dw,)
     assert pw.name not in module.manifest.call_order
     x = rand((1, cin, size, size), seed=7)
+    assert_close(module(x), ort_run(m, {"x": x})[0])
+
+
+def test_a_batch_of_images_is_exact(fuse_any_size):
+    """Two images: the bands of both run in parallel (batch and bands fused), and each equals onnxruntime's."""
+    target = _target("avx2")
+    m = block(8, 2 * target.lanes("float32"), 9, stride=2, batch=2)
+    module = compile_network(m, target)
+    assert any(k.kind == "expand_depthwise" for k in module.manifest.kernels)
+    x = rand((2, 8, 9, 9), seed=6)
     assert_close(module(x), ort_run(m, {"x": x})[0])
 
 
