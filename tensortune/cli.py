@@ -698,7 +698,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     summary = {"model": args.model, "output": str(path), "name": m.name, "target": m.target,
                "inputs": [spec_json(s) for s in m.inputs], "outputs": [spec_json(s) for s in m.outputs],
                "kernels": len(m.kernels), "calls": m.calls, "tuned_kernels": len(tuned),
-               "tuned_calls": sum(len(k.nodes) for k in tuned), "constants_bytes": m.constants_bytes,
+               "tuned_calls": sum(len(k.nodes) for k in tuned),
+               "fused_calls": sum(len(k.nodes) for k in m.kernels if k.kind == "expand_depthwise"),
+               "constants_bytes": m.constants_bytes,
                "workspace_bytes": m.workspace_bytes, "unshared_workspace_bytes": m.buffers_bytes,
                "compile_s": seconds}
     if args.json:
@@ -709,6 +711,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f"compiled  {m.name} ({ins}) -> ({outs}) in {seconds:.1f} s")
     print(f"kernels   {len(m.kernels)} in one library, {m.calls} call{'s' if m.calls != 1 else ''} per run"
           + (f"; {summary['tuned_calls']} calls tuned from {args.log}" if args.log else "; default schedules"))
+    if summary["fused_calls"]:
+        print(f"fused     {summary['fused_calls']} call(s) compute a 1x1 expansion and the depthwise convolution "
+              "reading it (no expanded tensor in memory; a tiling rule, not tuned)")
     print(f"memory    constants {m.constants_bytes / 2**20:.1f} MiB, workspace {m.workspace_bytes / 2**20:.1f} MiB "
           f"(buffers sharing memory; {m.buffers_bytes / 2**20:.1f} MiB unshared)")
     print(f"target    {m.target}")

@@ -212,7 +212,7 @@ def test_build_program_without_fusion_runs_both_kernels(monkeypatch, fuse_any_si
 
 def test_the_fused_nodes_are_not_tuned(fuse_any_size, tmp_path, capsys):
     """``tune-model``'s tasks (``tunable_tasks``) leave out the nodes of a fused pair (their kernel runs no config
-    of theirs), keep every other node, and ``tensortune tasks`` names the pair."""
+    of theirs), keep every other node, ``tensortune tasks`` names the pair and ``compile`` counts its call."""
     import json
 
     from tensortune import cli
@@ -232,6 +232,8 @@ def test_the_fused_nodes_are_not_tuned(fuse_any_size, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["fused"] == [{"expansion": pw.name, "depthwise": dw}]
     assert {n for t in report["tasks"] for n in t["nodes"]} == kept
+    assert cli.main(["compile", str(path), "-o", str(tmp_path / "m.tt"), "--target", str(target), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fused_calls"] == 1
 
 
 def test_the_fused_kernel_equals_the_two_kernels_on_neon(fuse_any_size):
