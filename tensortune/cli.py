@@ -684,6 +684,7 @@ def _target(text: str | None):
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from .network import compile as compile_network
+    from .network import expansion
     from .network.module import spec_json
 
     shapes = parse_input_shapes(args.shape)
@@ -699,7 +700,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                "inputs": [spec_json(s) for s in m.inputs], "outputs": [spec_json(s) for s in m.outputs],
                "kernels": len(m.kernels), "calls": m.calls, "tuned_kernels": len(tuned),
                "tuned_calls": sum(len(k.nodes) for k in tuned),
-               "fused_calls": sum(len(k.nodes) for k in m.kernels if k.kind == "expand_depthwise"),
+               "fused_calls": sum(len(k.nodes) for k in m.kernels if k.kind == expansion.KIND),
                "constants_bytes": m.constants_bytes,
                "workspace_bytes": m.workspace_bytes, "unshared_workspace_bytes": m.buffers_bytes,
                "compile_s": seconds}

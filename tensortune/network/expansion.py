@@ -22,8 +22,8 @@ threads share evenly (``expansion_plan``).
 
 ``fusable_expansion`` says which depthwise nodes read a fusable 1x1 expansion: a 1x1, stride-1, unpadded,
 ungrouped convolution on the blocked layout, its epilogue without operands (bias and activations), its output
-read by the depthwise node alone and not a graph output. ``program.network_steps`` then drops the expansion's own
-kernel (no kernel reads its output).
+read by the depthwise node alone and not a graph output. ``program.network_steps`` then runs the fused kernel in
+the depthwise node's call and none for the expansion.
 """
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ from ..target import Target, TargetKind
 from .conv import ConvShape, conv_blocks, fused_io, is_blocked_conv, pack_conv_weight, pack_depthwise_weight
 from .kernels import KernelArgs, KernelDef, clamp
 
+#: the kind of the fused kernel (``KernelDef.kind``, and a compiled module's ``KernelInfo.kind``)
+KIND = "expand_depthwise"
 #: expanded tensors smaller than this are left to the two kernels (they stay in the cache between them)
 MIN_EXPANDED_BYTES = 1 << 20
 #: a group of two vectors of channels is taken where its band recomputes at most this much of the expansion
@@ -204,4 +206,4 @@ def expand_depthwise_kernel(g: Graph, pw: Node, dw: Node, target: Target, plan: 
     p.unroll(px)
     p.unroll(pc)
     p.vectorize(pb)
-    return a.done("expand_depthwise", dw, out, s, psh.flops + dsh.flops, extra_key=("expand", pw.op, psh, plan))
+    return a.done(KIND, dw, out, s, psh.flops + dsh.flops, extra_key=("expand", pw.op, psh, plan))

@@ -20,6 +20,7 @@ from ..build import resolve_target
 from ..errors import ArgumentError
 from ..graph.tasks import DEFAULT_TEMPLATE, is_flat, node_tasks
 from ..target import Target
+from . import expansion
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
     for i, row in enumerate(runs[0]):
         kernel, alone = "-", None
         node = nodes.get(row["node"])
-        if row["kind"] == "expand_depthwise":  # no config of either node: the fused kernel's tiling is a rule
+        if row["kind"] == expansion.KIND:  # no config of either node: the fused kernel's tiling is a rule
             kernel = "1x1 expansion fused in"
         elif node is not None:
             kernel, alone = (_config_of(choose, g, node, tgt) if choose is not None

@@ -20,7 +20,6 @@ from .. import te
 from ..arith import Analyzer
 from ..codegen import codegen_c_unit
 from ..graph.ir import Graph, Node, Value
-from ..graph.ops import Relayout
 from ..ir import PrimFunc
 from ..lower import lower
 from ..runtime import ArgSpec
@@ -165,13 +164,11 @@ def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Targe
     fused = {pw.name for pw in expansions.values()}
     steps = [(node.name, expand_depthwise_kernel(g, expansions[node.name], node, target) if node.name in expansions
               else choose(g, node, target)) for node in g.nodes if not is_alias(g, node) and node.name not in fused]
-    # a relayout that no kernel reads (its readers read its source and block it themselves: conv.plain_source) and no
-    # alias passes on does not run
+    # a kernel whose output no kernel reads, no alias passes on and no graph output is does not run: a relayout whose
+    # readers read its source and block it themselves (conv.plain_source)
     read = {arg.value for _, kd in steps for arg in kd.args[:-1] if arg.value is not None}
     read |= {i for node in g.nodes if is_alias(g, node) for i in node.inputs}
-    relayouts = {node.name for node in g.nodes if isinstance(node.op, Relayout)}
-    steps = [(name, kd) for name, kd in steps
-             if name not in relayouts or kd.args[-1].value in read or kd.args[-1].value in g.outputs]
+    steps = [(name, kd) for name, kd in steps if kd.args[-1].value in read or kd.args[-1].value in g.outputs]
     # graph outputs: written in place by their producer, or copied when their memory is not theirs alone
     output_of: dict[str, int] = {}
     for j, o in enumerate(g.outputs):
