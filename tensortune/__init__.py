@@ -1,7 +1,6 @@
 """tensortune: declare tensor operators, schedule them, generate C, and tune them."""
 
-__version__ = "0.1.0"
-
+from .version import __version__
 from . import te  # noqa: E402
 from .build import build  # noqa: E402
 from .lower import lower  # noqa: E402

@@ -27,7 +27,7 @@ import warnings
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from . import __version__
+from .version import __version__
 from .errors import TensortuneError
 
 if TYPE_CHECKING:

@@ -208,18 +208,10 @@ def test_compute_arity_mismatch_is_a_shape_error():
         te.compute((4, 5), lambda i, j, k: A[i, j], "C")
 
 
-@pytest.mark.parametrize("dtype", ["float16", "complex64", "uint8", "string"])
+@pytest.mark.parametrize("dtype", ["complex64", "float8", "string"])
 def test_unknown_dtype_is_a_dtype_error(dtype):
     with pytest.raises(DTypeError, match="unsupported dtype"):
         te.placeholder((3,), dtype, "X")
-
-
-def test_bool_tensors_are_rejected():
-    with pytest.raises(ExprError, match="bool"):
-        te.placeholder((3,), "bool", "X")
-    A = te.placeholder((3,), "float32", "A")
-    with pytest.raises(ExprError, match="booleans"):
-        te.compute((3,), lambda i: A[i] > 0, "C")
 
 
 @pytest.mark.parametrize("name", ["", "1A", "a b", "A-B", "x[0]", None])
@@ -305,7 +297,7 @@ def test_cast_builds_a_cast_node_only_when_needed(ab):
     x = A[i, 0]
     assert te.cast("float32", x) is x  # casting to its own dtype is the identity
     with pytest.raises(DTypeError):
-        te.cast("float16", A[i, 0])
+        te.cast("float8", A[i, 0])
 
 
 @pytest.mark.parametrize("fn, func", [(te.exp, MathFunc.EXP), (te.sqrt, MathFunc.SQRT), (te.tanh, MathFunc.TANH),

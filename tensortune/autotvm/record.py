@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .. import __version__
+from ..version import __version__
 from ..errors import TensortuneError
 from ..runtime import Module
 from ..target import Target

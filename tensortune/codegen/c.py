@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import re
+
+import numpy as np
 from typing import Sequence
 
-from .. import __version__
+from ..version import __version__
 from ..arith import Analyzer
 from ..dtype import DType
 from ..errors import CodegenError
@@ -30,7 +32,10 @@ STACK_LIMIT_BYTES = 128 * 1024
 #: Vectorized loops with more full vectors than this become a loop over vectors instead of straight-line code.
 MAX_STRAIGHT_VECTORS = 8
 
-_SHORT = {DType.float32: "f32", DType.float64: "f64", DType.int32: "i32", DType.int64: "i64"}
+_SHORT = {DType.float16: "f16", DType.bfloat16: "bf16", DType.float32: "f32", DType.float64: "f64", DType.int8: "i8",
+          DType.uint8: "u8", DType.int16: "i16", DType.int32: "i32", DType.int64: "i64", DType.bool: "b"}
+#: the element types of explicit SIMD code (others run as scalar loops the compiler may vectorize)
+_VECTOR_DTYPES = frozenset({DType.float32, DType.float64, DType.int32, DType.int64})
 _MASK = {DType.float32: DType.int32, DType.float64: DType.int64, DType.int32: DType.int32,
          DType.int64: DType.int64}
 _CMATH = {MathFunc.EXP: "exp", MathFunc.LOG: "log", MathFunc.SQRT: "sqrt", MathFunc.TANH: "tanh",
@@ -221,7 +226,7 @@ class _CGen(Visitor):
             return False
         dt = dtypes.pop()
         width = self.target.lanes(dt)
-        if width < 2 or dt not in _SHORT:
+        if width < 2 or dt not in _VECTOR_DTYPES:
             return False
         try:
             for st in stores:  # dry run: every store and value must be vectorizable
@@ -372,13 +377,13 @@ class _VectorExpr(Visitor):
     def visit_Select(self, e: Select) -> tuple[str, bool]:
         """A condition the same for all lanes (padding tests of rows and columns) picks a whole vector: C's ``?:``
         evaluates only the branch it picks."""
-        if self.v in free_vars(e.cond) or e.dtype not in _SHORT:
+        if self.v in free_vars(e.cond) or e.dtype not in _VECTOR_DTYPES:
             raise _NotVectorizable
         pair = self._vectors(e.true_value, e.false_value, e.dtype)
         return ("", True) if pair is None else (f"({self.gen.expr(e.cond)} ? {pair[0]} : {pair[1]})", True)
 
     def visit_Binary(self, e: Binary) -> tuple[str, bool]:
-        if e.op not in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.MIN, BinOp.MAX) or e.dtype not in _SHORT \
+        if e.op not in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV, BinOp.MIN, BinOp.MAX) or e.dtype not in _VECTOR_DTYPES \
                 or (not e.dtype.is_float and e.op is BinOp.DIV):
             raise _NotVectorizable
         gen = self.gen
@@ -439,13 +444,22 @@ class _ScalarExpr(Visitor):
         return f"{self.wrap(e.cond, 4)} ? {self.wrap(e.true_value, 4)} : {self.wrap(e.false_value, 4)}", 3
 
     def visit_Cast(self, e: Cast):
+        src = e.value.dtype
+        if e.to is DType.bool:  # C's (uint8_t)0.5 would be 0
+            return f"({self.wrap(e.value, _CMP_PREC + 1)} != 0)", _CMP_PREC
+        if src is DType.bfloat16 or e.to is DType.bfloat16:
+            self.gen.helpers.add(_BF16_HELPERS)
+            if src is DType.bfloat16:
+                value = f"tt_bf16_to_f32({self.gen.expr(e.value)})"
+                return (value, 10) if e.to is DType.float32 else (f"({e.to.c_type}){value}", 9)
+            return f"tt_f32_to_bf16((float){self.wrap(e.value, 9)})", 10
         return f"({e.to.c_type}){self.wrap(e.value, 9)}", 9
 
     def visit_Call(self, e: Call):
         x = e.args[0]
         if e.func is MathFunc.ABS and x.dtype.is_int:
             return f"({self.gen.expr(x)} < 0 ? -{self.wrap(x, 9)} : {self.wrap(x, 9)})", 10
-        fn = _CMATH[e.func] + ("f" if x.dtype is DType.float32 else "")
+        fn = _CMATH[e.func] + ("f" if x.dtype in (DType.float32, DType.float16) else "")
         return f"{fn}({self.gen.expr(x)})", 10
 
     def generic_visit(self, e: Expr):
@@ -470,6 +484,10 @@ def _vtype(dt: DType, n: int) -> str:
 
 def _const(e: Const) -> str:
     v = e.value
+    if e.dtype is DType.bfloat16:  # the bits of the nearest bfloat16
+        return f"((uint16_t){int(np.asarray(v, np.float32).astype(DType.bfloat16.numpy).view(np.uint16))})"
+    if e.dtype is DType.float16:
+        return f"((_Float16){_const(Const(v, DType.float32))})"
     if e.dtype.is_float:
         if math.isinf(v):
             s = "INFINITY" if v > 0 else "-INFINITY"
@@ -485,6 +503,17 @@ def _const(e: Const) -> str:
     if e.dtype is DType.int32 and v == -(2**31):
         return "(-2147483647 - 1)"
     return str(int(v))
+
+
+#: bfloat16 <-> float32: the upper 16 bits of a float32, rounded to nearest even (a NaN stays a NaN)
+_BF16_HELPERS = """static inline float tt_bf16_to_f32(uint16_t h) {
+  union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f;
+}
+static inline uint16_t tt_f32_to_bf16(float f) {
+  union { uint32_t u; float f; } v; v.f = f;
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}"""
 
 
 def _helper_name(op: BinOp, dt: DType) -> str:

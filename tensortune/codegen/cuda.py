@@ -15,7 +15,7 @@ Scalar expressions are written as the C backend writes them (the same helpers, m
 """
 from __future__ import annotations
 
-from .. import __version__
+from ..version import __version__
 from ..arith import Analyzer
 from ..dtype import DType
 from ..errors import CodegenError

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..env import settings
 from ..graph.ir import Graph
 from ..target import Target

@@ -22,7 +22,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..env import settings
 from ..errors import ArgumentError, TensortuneError
 from ..runtime.compiler import cached_library, load_library

@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from ..dtype import DType
 from ..errors import TensortuneError
 from ..target import Target
 from ..schedule import Schedule
@@ -97,17 +98,15 @@ class Operator:
         return np.zeros(self.output.shape, self.output.dtype.numpy)
 
 
-#: tolerance of every check against a numpy reference (``atol`` scaled by the largest |expected|)
-RTOL = ATOL = 1e-3
-
-
 def check_output(out: np.ndarray, expected: np.ndarray) -> str | None:
-    """None if a kernel's ``out`` matches the reference ``expected``, else what is wrong (NaN never matches)."""
+    """None if a kernel's ``out`` matches the reference ``expected`` within the tolerance of its dtype
+    (``DType.tolerance``), else what is wrong (NaN never matches)."""
     if out.shape != expected.shape:
         return f"wrong answer: output shape {out.shape}, expected {expected.shape}"
-    scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
-    if np.allclose(out, expected, rtol=RTOL, atol=ATOL * scale):
+    tol = DType.of(expected.dtype).tolerance
+    ok, allowed = tol.check(out, expected)
+    if ok:
         return None
-    worst = float(np.max(np.abs(out.astype(np.float64) - expected)))  # nan if any is nan
+    worst = float(np.max(np.abs(out.astype(np.float64) - expected.astype(np.float64))))  # nan if any is nan
     return (f"wrong answer: output differs from the numpy reference: max abs error {worst:.3g} "
-            f"(allowed {ATOL * scale:.3g} + {RTOL} * |expected|)")
+            f"(allowed {allowed:.3g} + {tol.rtol} * |expected|)")

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..env import cross_cc_variable, settings
 from ..errors import CompileError, CompilerNotFoundError, CompileTimeoutError
 from ..target import ISA, Target, TargetError

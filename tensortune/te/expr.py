@@ -147,6 +147,14 @@ def _check_same_dtype(op: str, a: Expr, b: Expr) -> None:
     if a.dtype != b.dtype:
         raise DTypeError(f"operands of '{op}' have different dtypes: ({a}) is {a.dtype}, ({b}) is {b.dtype}; "
                          "cast one of them with .astype()")
+    _computes_in(op, a)
+
+
+def _computes_in(op: str, a: Expr) -> None:
+    """bfloat16 is a storage type: arithmetic on it runs in float32 (as the CPUs' bfloat16 instructions do)."""
+    if a.dtype is DType.bfloat16:
+        raise DTypeError(f"'{op}' on bfloat16 ({a}): bfloat16 is stored, not computed in; compute in float32 with "
+                         ".astype('float32') and cast the result back")
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +252,7 @@ class Call(Expr):
             raise ExprError(f"{self.func.value} takes one argument, got {len(self.args)}")
         if self.func is not MathFunc.ABS and not self.args[0].dtype.is_float:
             raise DTypeError(f"{self.func.value} needs a float argument, got {self.args[0].dtype}")
+        _computes_in(self.func.value, self.args[0])
 
     @property
     def dtype(self) -> DType:
@@ -323,6 +332,7 @@ class Reduce(Expr):
                 raise ExprError(f"axis '{ax.name}' is not a reduce axis; create it with reduce_axis()")
         if self.source.dtype is DType.bool:
             raise DTypeError("cannot reduce a boolean expression; cast it first")
+        _computes_in(self.combiner.value, self.source)
 
     @property
     def dtype(self) -> DType:

@@ -82,8 +82,6 @@ def _check_name(name: str) -> str:
 def placeholder(shape: Sequence[int], dtype: DType | str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor of static ``shape``."""
     dt = DType.of(dtype)
-    if dt is DType.bool:
-        raise ExprError(f"tensor '{name}' cannot have dtype bool")
     return Tensor(_check_shape(shape, name), dt, PlaceholderOp(_check_name(name)))
 
 
@@ -109,8 +107,6 @@ def compute(shape: Sequence[int], fcompute: Callable[..., ExprLike], name: str =
                 f"compute '{name}': a reduction must be the whole body, not part of it; "
                 "compute the reduction into its own tensor and combine in a second compute"
             )
-    if body.dtype is DType.bool:
-        raise ExprError(f"compute '{name}' produces booleans; cast the body to a numeric dtype")
     _check_axes(name, axes, body)
     return Tensor(shape, body.dtype, ComputeOp(name, axes, body))
 
