@@ -8,7 +8,7 @@ warms up and calibrates its runs per timing (at least ``--min-ms`` each); then t
 time with an empty build cache and with a warm one, and the peak memory (RSS) of a process that loads a
 compiled ResNet-18 and runs it, against one that runs it with onnxruntime.
 
-    python benchmarks/e2e.py                        # writes BENCHMARKS.md's "Whole networks" section
+    python benchmarks/e2e.py                        # prints the table (--markdown FILE: its "Whole networks" section)
     python benchmarks/e2e.py --log tuned.jsonl      # "tensortune, with the log" with that log
     python benchmarks/e2e.py --log tuned.jsonl --refine  # refine the log for each network first
     python benchmarks/e2e.py --tune                 # tune each network first (tune-model, default trials below)
@@ -117,8 +117,8 @@ def _child(spec: dict) -> dict | None:
         sys.path.insert(0, str(HERE))
         from torch_graph import GraphModule
 
-        from tensortune.graph import import_onnx
-        from tensortune.graph.passes import eliminate_dead_nodes, fold_constants, remove_identities
+        from tensortune.frontend import import_onnx
+        from tensortune.passes import eliminate_dead_nodes, fold_constants, remove_identities
 
         torch.set_num_threads(threads)
         g = eliminate_dead_nodes(remove_identities(fold_constants(import_onnx(spec["model"]))))
@@ -502,7 +502,8 @@ def main() -> int:
                    help="time in this many sets of fresh processes, each peer's figure the median of their medians")
     p.add_argument("--min-ms", type=float, default=50.0)
     p.add_argument("--json", help="also write the results as JSON here")
-    p.add_argument("--no-markdown", action="store_true", help="do not update BENCHMARKS.md")
+    p.add_argument("--markdown", metavar="PATH", help="replace (or append) the \"Whole networks\" section of this file")
+    p.add_argument("--no-markdown", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old commands
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -535,8 +536,8 @@ def main() -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    if not args.no_markdown:
-        write_section(ROOT / "BENCHMARKS.md", text)
+    if args.markdown:
+        write_section(Path(args.markdown), text)
     return 0
 
 

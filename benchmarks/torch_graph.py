@@ -10,30 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from tensortune.graph.ir import Graph
-from tensortune.graph.ops import (BatchNorm, Binary, BinaryFn, Concat, Conv, Dense, Identity, MatMul, Pool, PoolKind,
-                                  Reshape, Softmax, Unary, UnaryFn)
-
-
-def _unary(op: Unary, x: torch.Tensor) -> torch.Tensor:
-    fn = op.fn
-    if fn is UnaryFn.RELU:
-        return F.relu(x)
-    if fn is UnaryFn.CLIP:
-        return torch.clamp(x, op.alpha, op.beta)
-    if fn is UnaryFn.SIGMOID:
-        return torch.sigmoid(x)
-    if fn is UnaryFn.HARD_SWISH:
-        return F.hardswish(x)
-    if fn is UnaryFn.TANH:
-        return torch.tanh(x)
-    if fn is UnaryFn.LEAKY_RELU:
-        return F.leaky_relu(x, op.alpha)
-    return torch.clamp(x * op.alpha + op.beta, 0, 1)  # HARD_SIGMOID
-
-
-def _binary(op: Binary, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return {BinaryFn.ADD: torch.add, BinaryFn.SUB: torch.sub, BinaryFn.MUL: torch.mul, BinaryFn.DIV: torch.div,
-            BinaryFn.PRELU: lambda x, s: torch.where(x >= 0, x, x * s)}[op.fn](a, b)
+from tensortune.operators import (LRN, Add, BatchNorm, Clip, Concat, Conv, Dense, Div, HardSigmoid, HardSwish,
+                                  Identity, LeakyRelu, MatMul, Mul, Pool, PoolKind, PRelu, Relu, Reshape, Sigmoid,
+                                  Softmax, Sub, Tanh)
 
 
 def _conv(op: Conv, x, w, *rest):
@@ -49,19 +28,30 @@ def _conv(op: Conv, x, w, *rest):
 
 def _pool(op: Pool, x):
     t, l, b, r = op.pads
-    if op.kernel == tuple(x.shape[2:]) and not any(op.pads):
+    if op.kernel_shape == tuple(x.shape[2:]) and not any(op.pads):
         return (F.adaptive_max_pool2d if op.mode is PoolKind.MAX else F.adaptive_avg_pool2d)(x, 1)
     assert (t, l) == (b, r), "asymmetric pool pads"
     if op.mode is PoolKind.MAX:
-        return F.max_pool2d(x, op.kernel, op.strides, (t, l), op.dilations, op.ceil_mode)
-    return F.avg_pool2d(x, op.kernel, op.strides, (t, l), op.ceil_mode, op.count_include_pad)
+        return F.max_pool2d(x, op.kernel_shape, op.strides, (t, l), op.dilations, op.ceil_mode)
+    return F.avg_pool2d(x, op.kernel_shape, op.strides, (t, l), op.ceil_mode, op.count_include_pad)
 
 
 _RUN = {
     Conv: _conv,
     BatchNorm: lambda op, x, g, b, m, v: F.batch_norm(x, m, v, g, b, False, 0.0, op.epsilon),
-    Unary: _unary,
-    Binary: _binary,
+    Relu: lambda op, x: F.relu(x),
+    Clip: lambda op, x: torch.clamp(x, op.low, op.high),
+    Sigmoid: lambda op, x: torch.sigmoid(x),
+    HardSwish: lambda op, x: F.hardswish(x),
+    Tanh: lambda op, x: torch.tanh(x),
+    LeakyRelu: lambda op, x: F.leaky_relu(x, op.alpha),
+    HardSigmoid: lambda op, x: torch.clamp(x * op.alpha + op.beta, 0, 1),
+    Add: lambda op, a, b: torch.add(a, b),
+    Sub: lambda op, a, b: torch.sub(a, b),
+    Mul: lambda op, a, b: torch.mul(a, b),
+    Div: lambda op, a, b: torch.div(a, b),
+    PRelu: lambda op, x, s: torch.where(x >= 0, x, x * s),
+    LRN: lambda op, x: F.local_response_norm(x, op.size, op.alpha, op.beta, op.bias),
     Pool: _pool,
     Reshape: lambda op, x: x.reshape(op.shape),
     Identity: lambda op, x: x,

@@ -71,7 +71,7 @@ def main() -> None:
 
     from tensortune.autotvm.cost_model import pairwise_accuracy, topk_peak
     from tensortune.autotvm.tuner.xgb import train_global_model
-    from tensortune.graph.tasks import DEFAULT_TEMPLATE
+    from tensortune.autotvm.templates import default_template
     from tensortune.target import Target
 
     run = read_log(Path(args.log))
@@ -80,7 +80,7 @@ def main() -> None:
     isa = Target.parse(run[0].target).isa
     data = Path(args.data) if args.data else ROOT / "data" / "logs" / isa.value
     records = [r for r in read_logs(data) if Target.parse(r.target).isa is isa]
-    tuned = [r for r in run if r.template != DEFAULT_TEMPLATE]  # the untuned kernels (one config) rank nothing
+    tuned = [r for r in run if r.template != default_template.name]  # the untuned kernels (one config) rank nothing
     cache = FeatureCache()
     rows, scores = [], defaultdict(lambda: defaultdict(list))
     for key in dict.fromkeys(r.workload for r in tuned):

@@ -13,12 +13,11 @@ import numpy as np
 
 import tensortune as tt
 from tensortune.dtype import DType
-from tensortune.graph.tasks import winograd_args
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.compile_model import load_program
-from tensortune.network.conv import conv_kind, conv_operator, is_blocked_conv, winograd_kernel
-from tensortune.network.kernels import KernelArgs
-from tensortune.network.declare import declare
+from tensortune.operators.conv_kernels import conv_kind, conv_operator, is_blocked_conv, winograd_applies, winograd_kernel
+from tensortune.operators.kernel import KernelArgs
+from tensortune.network.program import default_kernel as declare
 from tensortune.network.program import build_program
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
@@ -26,7 +25,7 @@ target = tt.Target.host()
 lanes = target.lanes(DType.float32)
 model = zoo.resnet18(image=224)
 g = optimized_graph(model, target)
-wino_nodes = [n.name for n in g.nodes if winograd_args(g, n) is not None and is_blocked_conv(g, n, lanes)]
+wino_nodes = [n.name for n in g.nodes if winograd_applies(g, n) and is_blocked_conv(g, n, lanes)]
 
 
 def chooser(tile):

@@ -17,8 +17,8 @@ import operator
 import numpy as np
 
 from .dtype import DType
-from .te.expr import (Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, MathFunc, Not, Select, Var, free_vars,
-                      transform)
+from .te.expr import (MATH_FUNCTIONS, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Select, Var,
+                      free_vars, transform)
 
 Ranges = dict  # Var -> (lo, hi), inclusive
 
@@ -205,7 +205,7 @@ class Analyzer:
         if isinstance(n, Call) and isinstance(n.args[0], Const):
             with np.errstate(all="ignore"):  # outside the domain: NaN/inf, as C would compute
                 x = np.asarray(n.args[0].value, dtype=n.dtype.numpy)
-                return Const(_MATH[n.func](x).item(), n.dtype)
+                return Const(MATH_FUNCTIONS[n.func].numpy(x).item(), n.dtype)
         return n
 
     def _rewrite_binary(self, n: Binary, ranges: Ranges) -> Expr:
@@ -297,8 +297,6 @@ _FOLD = {
 }
 _CMP = {CmpOp.EQ: operator.eq, CmpOp.NE: operator.ne, CmpOp.LT: operator.lt, CmpOp.LE: operator.le,
         CmpOp.GT: operator.gt, CmpOp.GE: operator.ge}
-_MATH = {MathFunc.EXP: np.exp, MathFunc.LOG: np.log, MathFunc.SQRT: np.sqrt, MathFunc.TANH: np.tanh,
-         MathFunc.ABS: np.abs, MathFunc.FLOOR: np.floor}
 
 
 def _true(v: bool) -> Const:

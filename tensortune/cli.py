@@ -684,7 +684,7 @@ def _target(text: str | None):
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from .network import compile as compile_network
-    from .network import expansion
+    from .operators import expansion
     from .network.module import spec_json
 
     shapes = parse_input_shapes(args.shape)
@@ -943,42 +943,41 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from .graph.tasks import DEFAULT_TEMPLATE, node_flops
     from .network import optimized_graph
-    from .network.expansion import fused_expansions
-    from .network.tuning import tunable_tasks
+    from .network.tasks import extract_tasks
+    from .operators import ExpandDepthwise
+    from .operators.conv_tasks import is_default
 
     target = _target(args.target)
     graph = optimized_graph(args.model, target, parse_input_shapes(args.shape))
-    tasks = tunable_tasks(graph, target)
-    fused = fused_expansions(graph, target)
+    tasks = extract_tasks(graph, target)
+    fused = [n for n in graph.nodes if isinstance(n.op, ExpandDepthwise)]
     total = sum(t.total_flops for t in tasks)
     rows = [{"index": k + 1, "kind": t.kind, "template": t.task.name if t.task else None, "workload": t.workload,
              "args": list(t.task.args) if t.task else None, "nodes": list(t.nodes), "occurrences": t.occurrences,
              "flops": t.flops, "total_flops": t.total_flops, "share": t.total_flops / total if total else 0.0,
-             "alternatives": [{"template": a.name, "workload": a.workload_key, "args": list(a.args)}
-                              for a in t.alternatives]}
+             "alternatives": [{"template": a.name, "workload": a.workload_key, "args": list(a.args),
+                               "default": is_default(a)} for a in t.alternatives]}
             for k, t in enumerate(tasks)]
     tunable = sum(r["total_flops"] for r in rows if r["template"])
     if args.json:
         print(json.dumps({"model": args.model, "name": graph.name, "target": str(target), "total_flops": total,
                           "tunable_flops": tunable, "tasks": rows,
-                          "fused": [{"expansion": pw.name, "depthwise": dw} for dw, pw in fused.items()]}))
+                          "fused": [{"expansion": n.op.expand_node, "depthwise": n.name} for n in fused]}))
         return EXIT_OK
     tuned_tasks, nodes = sum(1 for r in rows if r["template"]), sum(r["occurrences"] for r in rows)
-    has_default = any(a["template"] == DEFAULT_TEMPLATE for r in rows for a in r["alternatives"])
+    defaults = {a["template"] for r in rows for a in r["alternatives"] if a["default"]}
     for r in rows:  # the default kernel of every layer is said once, below, rather than on each row
-        r["alternatives"] = [a for a in r["alternatives"] if a["template"] != DEFAULT_TEMPLATE]
+        r["alternatives"] = [a for a in r["alternatives"] if not a["default"]]
     alternatives = sum(len(r["alternatives"]) for r in rows)
     print(f"{graph.name}: {tuned_tasks} tuning tasks (and {alternatives} alternatives) for {nodes} "
           f"convolution/dense nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
-    if has_default:
-        print(f"  each task also measures its layer's untuned kernel ({DEFAULT_TEMPLATE}), so that tuning never "
-              "makes a layer slower")
+    if defaults:
+        print(f"  each task also measures its layer's untuned kernel ({', '.join(sorted(defaults))}), so that tuning "
+              "never makes a layer slower")
     if fused:
-        nodes_of = {n.name: n for n in graph.nodes}
-        flops = sum(node_flops(graph, pw) + node_flops(graph, nodes_of[dw]) for dw, pw in fused.items())
-        pairs = ", ".join(f"{pw.name} -> {dw}" for dw, pw in fused.items())
+        flops = sum(n.op.flops(graph, n) for n in fused)
+        pairs = ", ".join(f"{n.op.expand_node} -> {n.name}" for n in fused)
         print(f"  not tuned: {len(fused)} 1x1 expansion(s) computed by the depthwise kernel that reads them, one "
               f"kernel per pair, {flops / 1e9:.3f} GFLOP more ({pairs})")
     print(f"  {'#':>3}  {'kind':<16} {'template':<28} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")

@@ -5,9 +5,9 @@ import time
 
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.network import optimized_graph
-from tensortune.graph.tasks import extract_tasks
+from tensortune.network.tasks import extract_tasks
 from tensortune.network.refine import Candidate, kernel_of
-from tensortune.network.tuned import _BlockMismatch
+from tensortune.operators.conv_tasks import BlockMismatch
 
 
 def valid_configs(g, node, task, n, start=0) -> list[int]:
@@ -16,7 +16,7 @@ def valid_configs(g, node, task, n, start=0) -> list[int]:
     for index in range(start, len(task.space)):
         try:
             kernel_of(g, node, Candidate(task, index, None))
-        except _BlockMismatch:
+        except BlockMismatch:
             continue
         out.append(index)
         if len(out) == n:
@@ -34,3 +34,13 @@ def tuned_layers(m, target):
 def timed(task, index: int, seconds: float) -> tuple[MeasureInput, MeasureResult]:
     """A record of ``task``'s config ``index`` timed alone at ``seconds`` per call."""
     return MeasureInput(task, index), MeasureResult((seconds,), ErrorKind.NONE, "", 0.1, time.time())
+
+
+# the templates of a network's layers, by name (as records and kernels name them)
+from tensortune.autotvm.templates import (conv2d_nchwc_packed_template, conv2d_winograd_template,  # noqa: E402
+                                          default_template, depthwise_conv2d_nchwc_packed_template)
+
+CONV_TEMPLATE = conv2d_nchwc_packed_template.name
+WINOGRAD_TEMPLATE = conv2d_winograd_template.name
+DEPTHWISE_TEMPLATE = depthwise_conv2d_nchwc_packed_template.name
+DEFAULT_TEMPLATE = default_template.name

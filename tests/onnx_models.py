@@ -6,20 +6,25 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 RTOL, ATOL = 1e-4, 1e-5
 
 
 def model(nodes: Sequence[onnx.NodeProto], inputs: Mapping[str, Sequence[int | str]], outputs: Sequence[str],
           initializers: Mapping[str, np.ndarray] | None = None, opset: int = 13, ir_version: int | None = None,
-          initializers_as_inputs: bool = False, name: str = "test") -> onnx.ModelProto:
-    """A model of ``nodes`` with float32 ``inputs`` (name -> shape; a string is a dynamic dimension)."""
+          initializers_as_inputs: bool = False, name: str = "test",
+          dtypes: Mapping[str, str] | None = None) -> onnx.ModelProto:
+    """A model of ``nodes`` with ``inputs`` (name -> shape; a string is a dynamic dimension) of float32 or of the
+    numpy dtype ``dtypes`` names for them (inputs or outputs by name)."""
+    def elem(name: str) -> int:
+        return helper.np_dtype_to_tensor_dtype(np.dtype((dtypes or {}).get(name, "float32")))
+
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in (initializers or {}).items()]
-    graph_inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs.items()]
+    graph_inputs = [helper.make_tensor_value_info(n, elem(n), list(s)) for n, s in inputs.items()]
     if initializers_as_inputs:  # what exporters of IR version 3 wrote
         graph_inputs += [helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in inits]
-    graph_outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
+    graph_outputs = [helper.make_tensor_value_info(o, elem(o), None) for o in outputs]
     g = helper.make_graph(list(nodes), name, graph_inputs, graph_outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = ir_version if ir_version is not None else min(m.ir_version, _ir_for_opset(opset))

@@ -161,8 +161,9 @@ def test_torch_executor_equals_the_interpreter(script):
     torch = pytest.importorskip("torch")
     GraphModule = script("torch_graph").GraphModule
 
-    from tensortune.graph import import_onnx, interpret
-    from tensortune.graph.passes import fold_constants
+    from tensortune.frontend import import_onnx
+    from tensortune.graph import interpret
+    from tensortune.passes import fold_constants
     from tensortune.network import zoo
 
     g = fold_constants(import_onnx(zoo.mobilenet_v2(image=32)))

@@ -15,7 +15,9 @@ from tensortune.autotvm.record import append_records, load_records
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import TEMPLATES
 from tensortune.errors import ShapeError
-from tensortune.graph.tasks import DEFAULT_TEMPLATE, default_task, extract_tasks
+from tensortune.operators.conv_tasks import default_task
+from network_logs import DEFAULT_TEMPLATE
+from tensortune.network.tasks import extract_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.tuned import TunedKernels
 from tensortune.network.tuning import tune_model

@@ -1,6 +1,6 @@
-"""A 1x1 expansion fused into the depthwise convolution that reads it (``network.expansion``): exact against
-onnxruntime for random shapes and tilings, fused only where nothing else reads the expanded tensor, and refined
-and profiled as one call."""
+"""A 1x1 expansion fused into the depthwise convolution that reads it (``passes.expansions`` makes the fused node,
+``operators.expansion`` its kernel): exact against onnxruntime for random shapes and tilings, fused only where
+nothing else reads the expanded tensor, and refined and profiled as one call."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from network_logs import timed, tuned_layers, valid_configs
 from onnx_models import assert_close, model, node, ort_run, rand
 from tensortune.autotvm.record import append_records
-from tensortune.network import expansion, optimized_graph
+from tensortune.network import optimized_graph
 from tensortune.network.compile_model import load_program
-from tensortune.network.conv import ConvShape
-from tensortune.network.expansion import ExpansionPlan, expansion_plan, fusable_expansion, fused_expansions
 from tensortune.network.module import runs_here
+from tensortune.operators import ExpandDepthwise, expansion
+from tensortune.operators.conv_kernels import ConvShape
+from tensortune.operators.expansion import ExpansionPlan, expansion_plan
+from tensortune.passes import expansions
 from tensortune.network.program import build_program
 from tensortune.target import Target
 
@@ -52,7 +54,7 @@ def block(cin: int, cmid: int, size: int, kernel: int = 3, stride: int = 1, pad:
 
 @pytest.fixture
 def fuse_any_size(monkeypatch):
-    monkeypatch.setattr(expansion, "MIN_EXPANDED_BYTES", 0)
+    monkeypatch.setattr(expansions, "MIN_EXPANDED_BYTES", 0)
 
 
 def _target(isa: str) -> Target:
@@ -61,9 +63,9 @@ def _target(isa: str) -> Target:
 
 
 def _pair(m, target):
+    """The optimized graph and its fused nodes: depthwise node name -> expansion node name."""
     g = optimized_graph(m, target)
-    fused = fused_expansions(g, target)
-    return g, fused
+    return g, {n.name: n.op.expand_node for n in g.nodes if isinstance(n.op, ExpandDepthwise)}
 
 
 def compile_network(m, target):
@@ -91,7 +93,7 @@ def test_the_fused_kernel_equals_onnxruntime(fuse_any_size, cin, mult, size, ker
     module = compile_network(m, target)
     kinds = {k.kind: k.nodes for k in module.manifest.kernels}
     assert kinds["expand_depthwise"] == (dw,)
-    assert pw.name not in module.manifest.call_order
+    assert pw not in module.manifest.call_order
     x = rand((1, cin, size, size), seed=7)
     assert_close(module(x), ort_run(m, {"x": x})[0])
 
@@ -143,9 +145,9 @@ def test_an_expanded_tensor_read_elsewhere_or_small_is_not_fused(monkeypatch):
     small = block(8, 2 * lanes, 12)
     g, fused = _pair(small, target)
     assert fused == {}  # 16 channels of 12x12: far below the threshold
-    monkeypatch.setattr(expansion, "MIN_EXPANDED_BYTES", 0)
+    monkeypatch.setattr(expansions, "MIN_EXPANDED_BYTES", 0)
     g, fused = _pair(small, target)
-    assert list(fused) and all(fusable_expansion(g, n, lanes) is not None for n in g.nodes if n.name in fused)
+    assert len(fused) == 1 and not any(n.name in fused.values() for n in g.nodes)  # the expansion's node is gone
 
 
 def test_the_plan_fits_the_stack_and_the_registers():
@@ -184,17 +186,17 @@ def test_refine_and_profile_treat_the_fused_pair_as_one_call(fuse_any_size, tmp_
     log = tmp_path / "log.jsonl"
     append_records(log, [timed(t.task, i, 1e-4 * (k + 1)) for t, n in layers
                          for k, i in enumerate(valid_configs(g, n, t.task, 2))])
-    (dw, pw), = fused_expansions(g, target).items()
+    fused = next(n for n in g.nodes if isinstance(n.op, ExpandDepthwise))
+    sub, (pw, dw) = fused.op.unfused(g, fused)
     stem = next(n for n in g.nodes if pw.inputs[0] in n.outputs)  # the 3x3 convolution
     result = refine(path, log, target, rounds=1, runs=1, check=False)
-    assert [layer.nodes for layer in result.layers] == [[stem.name]]
-    assert _readers(g, {pw.name: dw})[stem.name] == [dw]  # the stem's candidates are charged the fused call
+    assert [layer.nodes for layer in result.layers] == [(stem.name,)]
+    assert _readers(g)[stem.name] == [dw.name]  # the stem's candidates are charged the fused call
     prof = profile_network(path, log, target, rounds=1, repeat=1)
     fused_calls = [c for c in prof.calls if c.kind == "expand_depthwise"]
-    assert [c.node for c in fused_calls] == [dw] and fused_calls[0].kernel == "1x1 expansion fused in"
+    assert [c.node for c in fused_calls] == [dw.name] and fused_calls[0].kernel == "1x1 expansion fused in"
     assert pw.name not in [c.node for c in prof.calls]
-    dw_node = next(n for n in g.nodes if n.name == dw)
-    assert fused_calls[0].flops == ConvShape.of(g, pw).flops + ConvShape.of(g, dw_node).flops
+    assert fused_calls[0].flops == ConvShape.of(sub, pw).flops + ConvShape.of(sub, dw).flops
 
 
 def test_build_program_without_fusion_runs_both_kernels(monkeypatch, fuse_any_size):
@@ -202,35 +204,35 @@ def test_build_program_without_fusion_runs_both_kernels(monkeypatch, fuse_any_si
     back, and both programs compute the same network."""
     target = _target("avx2")
     m = block(8, 2 * target.lanes("float32"), 10)
-    g = optimized_graph(m, target)
-    fused_calls = len(build_program(g, target, use_cache=False).calls)
-    monkeypatch.setattr(expansion, "fusable_expansion", lambda *_: None)
-    assert len(build_program(g, target, use_cache=False).calls) == fused_calls + 1
+    fused_calls = len(build_program(optimized_graph(m, target), target, use_cache=False).calls)
+    monkeypatch.setattr(expansions, "fusable_expansion", lambda *_: None)
+    assert len(build_program(optimized_graph(m, target), target, use_cache=False).calls) == fused_calls + 1
     x = rand((1, 8, 10, 10), seed=1)
     assert_close(compile_network(m, target)(x), ort_run(m, {"x": x})[0])
 
 
 def test_the_fused_nodes_are_not_tuned(fuse_any_size, tmp_path, capsys):
-    """``tune-model``'s tasks (``tunable_tasks``) leave out the nodes of a fused pair (their kernel runs no config
+    """``tune-model``'s tasks (``network_tasks``) leave out the nodes of a fused pair (their kernel runs no config
     of theirs), keep every other node, ``tensortune tasks`` names the pair and ``compile`` counts its call."""
     import json
 
     from tensortune import cli
-    from tensortune.graph.tasks import extract_tasks
-    from tensortune.network.tuning import tunable_tasks
+    from tensortune.network.tuning import network_tasks
 
     target = _target("avx2")
     m = block(8, 2 * target.lanes("float32"), 12, stem=True)
     g, fused = _pair(m, target)
     (dw, pw), = fused.items()
-    everything = {n for t in extract_tasks(g, target) for n in t.nodes}
-    kept = {n for t in tunable_tasks(g, target) for n in t.nodes}
-    assert {dw, pw.name} <= everything and kept == everything - {dw, pw.name}
+    kept = {n for t in network_tasks(m, target) for n in t.nodes}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(expansions, "fusable_expansion", lambda *_: None)
+        everything = {n for t in network_tasks(m, target) for n in t.nodes}
+    assert {dw, pw} <= everything and kept == everything - {dw, pw}
     path = tmp_path / "m.onnx"
     path.write_bytes(m.SerializeToString())
     assert cli.main(["tasks", str(path), "--target", str(target), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["fused"] == [{"expansion": pw.name, "depthwise": dw}]
+    assert report["fused"] == [{"expansion": pw, "depthwise": dw}]
     assert {n for t in report["tasks"] for n in t["nodes"]} == kept
     assert cli.main(["compile", str(path), "-o", str(tmp_path / "m.tt"), "--target", str(target), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["fused_calls"] == 1
@@ -240,15 +242,14 @@ def test_the_fused_kernel_equals_the_two_kernels_on_neon(fuse_any_size):
     """ARM NEON code (cross-compiled, run under qemu on other machines): the fused kernel's output equals the
     expansion's kernel followed by the depthwise one's, on the same blocked input."""
     import tensortune as tt
-    from tensortune.network.declare import declare
     from test_neon import MISSING, NEON
 
     if MISSING:
         pytest.skip(f"running aarch64 kernels here needs {', '.join(MISSING)}")
     m = block(8, 3 * NEON.lanes("float32"), 11, stride=2)
-    g, fused = _pair(m, NEON)
-    (dw_name, pw), = fused.items()
-    dw = next(n for n in g.nodes if n.name == dw_name)
+    g = optimized_graph(m, NEON)
+    fused = next(n for n in g.nodes if isinstance(n.op, ExpandDepthwise))
+    g, (pw, dw) = fused.op.unfused(g, fused)
     rng = np.random.default_rng(4)
 
     def run(kd, data):
@@ -259,4 +260,5 @@ def test_the_fused_kernel_equals_the_two_kernels_on_neon(fuse_any_size):
 
     one = expansion.expand_depthwise_kernel(g, pw, dw, NEON)
     x = rng.standard_normal(one.tensors[0].shape).astype("float32")
-    assert np.allclose(run(one, x), run(declare(g, dw, NEON), run(declare(g, pw, NEON), x)), rtol=1e-4, atol=1e-4)
+    two = run(dw.op.kernel(g, dw, NEON), run(pw.op.kernel(g, pw, NEON), x))
+    assert np.allclose(run(one, x), two, rtol=1e-4, atol=1e-4)

@@ -20,13 +20,14 @@ from tensortune.autotvm.space import ConfigSpace, SpaceError
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import TEMPLATES
 from tensortune.dtype import DType
-from tensortune.graph.ops import Conv, Relayout
-from tensortune.graph.passes import plan_layout
-from tensortune.graph.tasks import CONV_TEMPLATE, extract_tasks
+from tensortune.operators import Conv, Relayout
+from tensortune.passes import plan_layout
+from network_logs import CONV_TEMPLATE
+from tensortune.network.tasks import extract_tasks
 from tensortune.network import layouts, optimized_graph, zoo
 from tensortune.network.layouts import choose_blocks, estimate_seconds, layer_times
 from tensortune.network.program import build_program
-from tensortune.network.refine import layer_tag, network_fingerprint
+from tensortune.network.refinements import layer_tag, network_fingerprint
 from tensortune.network.module import runs_here
 from tensortune.network.tuned import TunedKernels, TunedLayoutWarning
 from tensortune.target import Target
@@ -162,15 +163,15 @@ def test_without_a_log_every_layer_keeps_one_vector_blocks(resnet):
     g = optimized_graph(resnet, HOST)
     blocks = {g.values[n.outputs[0]].layout.block for n in g.nodes if isinstance(n.op, Conv)}
     assert blocks == {LANES}
-    assert choose_blocks(_pre_layout(resnet), LANES, HOST, []) == {}
+    assert choose_blocks(_pre_layout(resnet), HOST, []) == {}
 
 
 def _pre_layout(model):
-    from tensortune.graph import import_onnx
-    from tensortune.graph.passes import graph_passes
+    from tensortune.frontend import import_onnx
+    from tensortune.passes import graph_passes
 
     g = import_onnx(model)
-    for name, fn in graph_passes(LANES):
+    for name, fn in graph_passes(HOST):
         if name == "plan_layout":
             return g
         g = fn(g)
@@ -236,7 +237,7 @@ def test_nodes_of_one_workload_reading_different_blocks_are_refined_and_compiled
 def test_the_untuned_kernel_counts_for_any_blocks_and_a_record_without_timings_for_none(resnet):
     """The planner's estimate: the untuned kernel's record holds whatever blocks the plan gives the layer (its kernel
     runs any); a successful record without timings (infinite) never makes the estimate infinite."""
-    from tensortune.graph.tasks import default_task
+    from tensortune.operators.conv_tasks import default_task
 
     g = optimized_graph(resnet, HOST)
     t = next(t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE
@@ -248,7 +249,7 @@ def test_the_untuned_kernel_counts_for_any_blocks_and_a_record_without_timings_f
     times = layer_times(g, HOST, records)
     assert all(times[n] == {None: 1e-3} for n in t.nodes)
     assert estimate_seconds(g, times) - estimate_seconds(g, {}) == pytest.approx(len(t.nodes) * 1e-3)
-    blocked = plan_layout(_pre_layout(resnet), LANES, {n: 2 * LANES for n in t.nodes})
+    blocked = plan_layout(_pre_layout(resnet), HOST, {n: 2 * LANES for n in t.nodes})
     assert estimate_seconds(blocked, times) - estimate_seconds(blocked, {}) == pytest.approx(len(t.nodes) * 1e-3)
 
 
@@ -281,7 +282,7 @@ def test_a_winograd_first_layer_keeps_its_relayout():
     """A 3x3, stride-1 first layer whose default kernel is Winograd (its input transform reads blocked data) keeps
     the relayout, and the network stays exact."""
     from onnx_models import model, node
-    from tensortune.network.conv import default_winograd_tile
+    from tensortune.operators.conv_kernels import default_winograd_tile
 
     m = model([node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], {"x": (1, 16, 28, 28)},
               ["y"], {"w": rand((32, 16, 3, 3), seed=1)})

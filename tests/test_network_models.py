@@ -13,8 +13,8 @@ import tensortune.network as nw
 from onnx_models import assert_close, ort_run, rand
 from tensortune.errors import ArgumentError
 from tensortune.network import zoo
-from tensortune.network.conv import default_winograd_tile
-from tensortune.network.program import Place
+from tensortune.operators.conv_kernels import default_winograd_tile
+from tensortune.network.plan import Place
 
 IMAGE = {"resnet18": 32, "mobilenet_v2": 32, "squeezenet": 48, "shufflenet": 32, "inception": 32, "vgg": 32}
 CONSTANT_NODES = {"mobilenet_v2", "inception"}
@@ -172,3 +172,25 @@ def test_a_model_file_compiled_before_is_loaded_from_the_cache(monkeypatch, tmp_
     np.testing.assert_array_equal(first(x), second(x))
     with pytest.raises(AssertionError, match="built again"):
         nw.compile(tmp_path / "vgg.onnx", shapes={"input": (1, 3, 32, 32)})  # other arguments: another key
+
+
+def test_a_target_kind_without_a_network_backend_is_refused_with_what_is_missing():
+    """A GPU target compiles single operators; a whole network for it is refused before anything is lowered,
+    naming the target and what the network compiler serves."""
+    from tensortune.graph import NetworkCompileError
+
+    cuda = tt.Target.parse("cuda -arch=sm_90")
+    with pytest.raises(NetworkCompileError, match="cannot be compiled for 'cuda -arch=sm_90' yet.*CPU targets \\(c\\)"):
+        nw.compile(zoo.vgg(image=32), target=cuda)
+
+
+def test_a_network_module_is_a_runtime_module():
+    """The network's module is built on the runtime's module base: its argument specs are the inputs then the
+    outputs, and the base's ``time_evaluator`` times whole runs."""
+    from tensortune.runtime.module import BaseModule
+
+    module = nw.compile(zoo.vgg(image=32))
+    assert isinstance(module, BaseModule)
+    assert module.args == module.inputs + module.outputs and module.entry == "network_run"
+    t = module.time_evaluator(number=2, repeat=2)(rand((1, 3, 32, 32), 1))
+    assert len(t.results) == 2 and all(r > 0 for r in t.results)

@@ -13,7 +13,8 @@ import tensortune as tt
 from onnx_models import assert_close, default_blocks, model, node, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
-from tensortune.graph.tasks import FLAT_MAX_WIDTH, extract_tasks, flat_shape, is_flat, node_tasks
+from tensortune.operators.conv_tasks import FLAT_MAX_WIDTH, flat_shape, is_flat, node_tasks
+from tensortune.network.tasks import extract_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.program import build_program
 from tensortune.network.tuned import TunedKernels

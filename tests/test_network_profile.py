@@ -10,7 +10,9 @@ from network_logs import timed, tuned_layers, valid_configs
 from tensortune.autotvm.record import append_records
 from tensortune.cli import main
 from tensortune.errors import ArgumentError
-from tensortune.graph.tasks import CONV_TEMPLATE, default_task, extract_tasks
+from tensortune.operators.conv_tasks import default_task
+from network_logs import CONV_TEMPLATE
+from tensortune.network.tasks import extract_tasks
 from tensortune.network import optimized_graph, refine, zoo
 from tensortune.network.profiling import profile_network
 from tensortune.target import Target

@@ -11,13 +11,16 @@ import tensortune as tt
 from network_logs import timed, tuned_layers, valid_configs
 from onnx_models import assert_close, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
+from tensortune.autotvm.task import Task
 from tensortune.autotvm.record import Record, append_records, load_records, pick_best, write_records
 from tensortune.cli import main
 from tensortune.errors import ArgumentError
-from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks
+from tensortune.operators.conv_tasks import default_task
+from network_logs import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE
+from tensortune.network.tasks import extract_tasks
 from tensortune.network import optimized_graph, zoo
-from tensortune.network.refine import (layer_candidates, layer_tag, network_fingerprint,
-                                       refine, config_kind)
+from tensortune.network.refine import config_kind, layer_candidates, refine
+from tensortune.network.refinements import layer_tag, network_fingerprint
 from tensortune.network.tuned import TunedKernels
 from tensortune.target import Target
 
@@ -59,7 +62,7 @@ def test_refine_times_each_layers_candidates_in_the_network_and_compile_runs_its
     for layer in result.layers:
         direct, wino = layout[layer.workload]
         task = layer.candidates[0].task
-        split = [config_kind(task.config(i).to_json()) for i in direct]
+        split = [config_kind(task, task.config(i).to_json()) for i in direct]
         expected = [(CONV_TEMPLATE, direct[0], 1e-4), (CONV_TEMPLATE, direct[1], 2e-4)]
         expected += [(CONV_TEMPLATE, direct[2], 3e-4)] if split[2] not in split[:2] else []
         expected += [(WINOGRAD_TEMPLATE, wino, 5e-4)] if wino is not None else []
@@ -104,8 +107,7 @@ def _fake_networks(monkeypatch, g, producer, first, readers) -> list[dict]:
     node of no candidates)."""
     import importlib
 
-    compile_model, module, program, refine_module = (importlib.import_module(f"tensortune.network.{name}")
-                                                     for name in ("compile_model", "module", "program", "refine"))
+    refine_module = importlib.import_module("tensortune.network.refine")
     built: list[dict] = []
 
     class Fake:
@@ -119,14 +121,13 @@ def _fake_networks(monkeypatch, g, producer, first, readers) -> list[dict]:
             return [{"node": n.name, "seconds": (1e-3 if slow else 2e-3) if n.name == producer else
                      1e-3 + (5e-3 if slow and n.name in readers[producer] else 0.0)} for n in g.nodes]
 
-    def build(graph, target, choose):
-        return {n.name: choose(graph, n, target) for n in graph.nodes}
+    def load_network(graph, target, choose, threads):
+        return Fake({n.name: choose(graph, n, target) for n in graph.nodes})
 
     monkeypatch.setattr(refine_module, "kernel_of", lambda graph, node, c: (c.task.name, c.index))
-    monkeypatch.setattr(refine_module, "declare", lambda graph, node, target: None)
-    monkeypatch.setattr(program, "build_program", build)
-    monkeypatch.setattr(compile_model, "load_program", lambda picks, target, threads: Fake(picks))
-    monkeypatch.setattr(module, "random_inputs", lambda m: [])
+    monkeypatch.setattr(refine_module, "default_kernel", lambda graph, node, target: None)
+    monkeypatch.setattr(refine_module, "load_network", load_network)
+    monkeypatch.setattr(refine_module, "random_inputs", lambda m: [])
     return built
 
 
@@ -137,9 +138,7 @@ def test_refine_counts_what_a_layers_readers_spend_and_never_varies_a_layer_and_
     refine keeps the second; the layers varied in one network never read each other's output."""
     import importlib
 
-    compile_model, module, program, refine_module = (importlib.import_module(f"tensortune.network.{name}")
-                                                     for name in ("compile_model", "module", "program", "refine"))
-
+    refine_module = importlib.import_module("tensortune.network.refine")
     log = tmp_path / "net.jsonl"
     _fake_log(resnet, log)
     g = optimized_graph(resnet, HOST)
@@ -271,16 +270,23 @@ def test_refine_rejects_bad_arguments(resnet, tmp_path):
     with pytest.raises(ArgumentError, match="refine on a machine of that target"):
         refine(resnet, tmp_path / "log.jsonl", other)
     result = refine(resnet, tmp_path / "log.jsonl", HOST)  # an empty log: nothing to compare
-    assert result.layers == [] and result.records == 0
+    assert result.layers == () and result.records == 0
 
 
 def test_config_kind_reads_the_parallel_loops_and_the_winograd_tile_size():
-    assert config_kind({"reorder_outer": [2, 0, 1], "parallel": "fuse2", "tile_oc": [4, 2]}) == (2, "fuse2")
-    assert config_kind({"tile_oc": [4, 2]}) == ()
+    """Each template says which of its knobs decide how its kernel shares work among threads."""
+    from tensortune.autotvm.templates import (conv2d_nchwc_packed_template, conv2d_winograd_template,
+                                              depthwise_conv2d_nchwc_packed_template)
+
+    conv = Task(conv2d_nchwc_packed_template, (1, 16, 8, 8, 16, 3, 1, 1), HOST)
+    winograd = Task(conv2d_winograd_template, (1, 16, 8, 8, 16, 3, 1, 1), HOST)
+    depthwise = Task(depthwise_conv2d_nchwc_packed_template, (1, 16, 8, 8, 3, 1, 1), HOST)
+    assert config_kind(conv, {"reorder_outer": [2, 0, 1], "parallel": "fuse2", "tile_oc": [4, 2]}) == (2, "fuse2")
+    assert config_kind(conv, {"tile_oc": [4, 2]}) == ()  # a record from before the knob
     # a Winograd config: the product's parallel loop and the tile size
-    assert config_kind({"tile_size": 4, "reorder_product": [2, 0, 1], "parallel_output_rows": True}) == (2, 4)
+    assert config_kind(winograd, {"tile_size": 4, "reorder_product": [2, 0, 1], "parallel_output_rows": True}) == (2, 4)
     # a depthwise config: the loops fused into the parallel one
-    assert config_kind({"tile_oh": [7, 2], "parallel": "fuse3", "block": 16}) == ("fuse3",)
+    assert config_kind(depthwise, {"tile_oh": [7, 2], "parallel": "fuse3", "block": 16}) == ("fuse3",)
 
 
 def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
@@ -304,7 +310,7 @@ def test_layer_candidates_keep_the_fastest_winograd_config_of_each_kind(resnet):
     wino = next(a for a in t.alternatives if a.name == WINOGRAD_TEMPLATE)
     by_split: dict[tuple, list[int]] = {}
     for i in np.random.default_rng(0).permutation(len(wino.space))[:300].tolist():
-        split = config_kind(wino.config(i).to_json())
+        split = config_kind(wino, wino.config(i).to_json())
         if len(by_split.get(split, [])) < 2 and valid_configs(g, node, wino, 1, start=i) == [i]:
             by_split.setdefault(split, []).append(i)
     splits = [k for k, v in by_split.items() if len(v) == 2][:3]
@@ -317,7 +323,7 @@ def test_layer_candidates_keep_the_fastest_winograd_config_of_each_kind(resnet):
     assert [(c.task.name, c.index) for c in layer.candidates] == [
         (WINOGRAD_TEMPLATE, first[0]), (WINOGRAD_TEMPLATE, second[0]), (WINOGRAD_TEMPLATE, third[0]),
         (DEFAULT_TEMPLATE, 0)]
-    assert [config_kind(wino.config(c.index).to_json()) for c in layer.candidates[:3]] == [a, b, c]
+    assert [config_kind(wino, wino.config(c.index).to_json()) for c in layer.candidates[:3]] == [a, b, c]
 
 
 def test_refine_on_the_command_line(resnet, tmp_path, capsys):
@@ -356,21 +362,20 @@ def test_refine_rounds_timed_in_a_slow_spell_are_timed_again(monkeypatch):
     is no probe."""
     import importlib
 
-    from tensortune.autotvm.measure import steadiness
     refine_module = importlib.import_module("tensortune.network.refine")  # the package exports the function by its name
 
     said = []
-    monkeypatch.setattr(steadiness, "SpeedProbe", _FakeProbe([2.0, 2.0]))
+    monkeypatch.setattr(refine_module, "SpeedProbe", _FakeProbe([2.0, 2.0]))
     steady = refine_module._steady_rounds(3, 2, said.append)
     timings = iter([("slow round",), ("steady round",)])
     assert steady(lambda: next(timings)) == ("steady round",)
     assert not said
-    monkeypatch.setattr(steadiness, "SpeedProbe", _FakeProbe([2.0] * 20))
+    monkeypatch.setattr(refine_module, "SpeedProbe", _FakeProbe([2.0] * 20))
     steady = refine_module._steady_rounds(1, 2, said.append)
     calls = []
     assert steady(lambda: calls.append(1) or len(calls)) in (1, 2) and len(calls) == 2
     assert said and "slower" in said[0]
-    monkeypatch.setattr(steadiness, "SpeedProbe", lambda threads: pytest.fail("no probe without retries"))
+    monkeypatch.setattr(refine_module, "SpeedProbe", lambda threads: pytest.fail("no probe without retries"))
     assert refine_module._steady_rounds(0, 2, said.append)(lambda: 7) == 7
 
 

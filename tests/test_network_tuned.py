@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import tensortune as tt
+from tensortune.target import Target
 from onnx_models import assert_close, default_blocks, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
 from tensortune.dtype import DType
-from tensortune.graph.tasks import extract_tasks
+from tensortune.network.tasks import extract_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.tuned import TunedLayoutWarning
 
@@ -83,14 +84,15 @@ def test_compile_with_a_log_uses_its_best_configs(tmp_path, template_lanes):
 
 
 def test_tuned_config_with_other_channel_blocks_is_left_out(tmp_path):
-    from tensortune.graph import import_onnx
-    from tensortune.graph.passes import optimize
+    from tensortune.frontend import import_onnx
+    from tensortune.passes import optimize
     from tensortune.network.program import build_program
     from tensortune.network.tuned import TunedKernels
 
     m = zoo.resnet18(image=32)
     target = tt.Target.host()
-    graph = optimize(import_onnx(m), 4)  # a layout of 4-channel blocks, which no template of this target uses
+    blocks_of_4 = Target.parse("c -isa=neon -cores=2 -arch=aarch64")  # 4 floats per vector
+    graph = optimize(import_onnx(m), blocks_of_4)  # a layout of 4-channel blocks, which no template of the host uses
     tasks = [t.task for t in extract_tasks(graph, target)]
     _log(tmp_path / "log.jsonl", [tasks[1]])
     choose = TunedKernels(tmp_path / "log.jsonl", target)

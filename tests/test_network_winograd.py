@@ -16,11 +16,13 @@ from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureRe
 from tensortune.autotvm.record import append_records
 from tensortune.autotvm.task import Task
 from tensortune.cli import main
-from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE, default_task, extract_tasks, node_tasks
+from tensortune.operators.conv_tasks import default_task, node_tasks
+from network_logs import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE
+from tensortune.network.tasks import extract_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.compile_model import load_program
-from tensortune.network.conv import default_winograd_tile, winograd_kernel
-from tensortune.network.declare import declare
+from tensortune.operators.conv_kernels import default_winograd_tile, winograd_kernel
+from tensortune.network.program import default_kernel as declare
 from tensortune.network.program import build_program
 from tensortune.network.tuned import TunedKernels
 from tensortune.network.tuning import weighted_tasks
@@ -104,7 +106,7 @@ def residual_block(c: int, o: int, size: int):
 def test_a_fused_winograd_kernel_equals_numpy(tile, tmp_path):
     m, w, b = residual_block(16, 32, 9)
     (conv,) = [n for n in optimized_graph(m, TARGET).nodes if n.op.kind == "Conv"]
-    assert [s.op.fn.value for s in conv.op.epilogue] == ["add", "relu"] and conv.op.has_bias
+    assert [s.op.name for s in conv.op.epilogue] == ["add", "relu"] and conv.op.has_bias
     (t,) = extract_tasks(optimized_graph(m, TARGET), TARGET)
     wino, _ = t.alternatives
     log = tmp_path / "log.jsonl"
@@ -191,7 +193,7 @@ def test_fused_winograd_kernels_equal_the_unfused_graph_on_resnet18_layers(shape
     convs = [n for n in g.nodes if n.op.kind == "Conv"]
     assert winograd == [n.name for n in convs] and len(convs) == 2
     assert all(n.op.has_bias for n in convs)  # the batch norms, folded
-    assert [[s.op.fn.value for s in n.op.epilogue] for n in convs] == [["clip"], ["add", "relu"]]
+    assert [[s.op.name for s in n.op.epilogue] for n in convs] == [["clip"], ["add", "relu"]]
     x = rand((1, c, h, w), c)
     assert_close(module(x), ort_run(m, {"x": x})[0], f"basic block {shape}, F({tile}x{tile}, 3x3)")
 

@@ -8,9 +8,9 @@ from onnx import helper
 
 from onnx_cases import CASES
 from onnx_models import assert_close, model, node, ort_run, rand
-from tensortune.graph import (GraphError, InputShapeError, ModelError, UnsupportedModelError, import_onnx,
-                              interpret)
-from tensortune.graph.ops import Conv, Reshape
+from tensortune.graph import GraphError, InputShapeError, interpret, ModelError, UnsupportedModelError
+from tensortune.frontend import import_onnx
+from tensortune.operators import Conv, Reshape
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -16,7 +16,7 @@ from tensortune.autotvm.task import Task
 from tensortune.autotvm.templates import TEMPLATES
 from tensortune.autotvm.templates.matmul import matmul_template
 from tensortune.autotvm.tune import TuneError
-from tensortune.graph.tasks import default_task
+from tensortune.operators.conv_tasks import default_task
 from tensortune.target import Target
 
 AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")

@@ -11,7 +11,7 @@ from onnx_models import assert_close, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureResult
 from tensortune.autotvm.record import load_records
 from tensortune.cli import main
-from tensortune.graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE
+from network_logs import CONV_TEMPLATE, DEFAULT_TEMPLATE, WINOGRAD_TEMPLATE
 from tensortune.network import zoo
 from tensortune.network.tuning import network_tasks, tune_model, weighted_tasks
 from tensortune.target import Target

@@ -1,51 +1,68 @@
-"""Creating tuning tasks from operator names and shapes, or from the shipped workload tables."""
+"""Creating tuning tasks from operator names and shapes, or from the shipped workload tables.
+
+Everything here is read from the template table (``task.TEMPLATES``: the operator kind, layout, targets and
+default of each template) and from the workload kinds (``workload.OPERATORS``: their fields, with the names the
+command line gives them).
+"""
 from __future__ import annotations
+
+from dataclasses import fields
 
 from .. import workloads
 from ..target import Target, TargetKind
-from .task import Task, TaskError
-from .templates import GPU_TEMPLATES, TEMPLATES
+from .task import TEMPLATES, Task, TaskError
+from .templates import GPU_TEMPLATES  # noqa: F401 - importing the templates registers them
+from .workload import OPERATORS as WORKLOADS
 
-#: operator -> (shape parameters in template-argument order, default template)
-OPERATORS: dict[str, tuple[tuple[str, ...], str]] = {
-    "matmul": (("M", "N", "K"), "matmul"),
-    "conv2d": (("N", "IC", "H", "W", "OC", "K", "stride", "pad"), "conv2d_nchw_spatial_pack"),
-    "depthwise_conv2d": (("N", "C", "H", "W", "K", "stride", "pad"), "depthwise_conv2d_nchwc"),
-}
 _DEFAULTS = {"N": 1, "stride": 1, "pad": 0}
-#: operator -> its default template for a GPU (``cuda``) target
-GPU_DEFAULT_TEMPLATES = {"matmul": "matmul_cuda", "conv2d": "conv2d_nchw_cuda",
-                         "depthwise_conv2d": "depthwise_conv2d_nchw_cuda"}
-#: templates that may serve each operator
-OPERATOR_TEMPLATES = {
-    "matmul": ("matmul", "matmul_cuda"),
-    # the Winograd templates compute only 3x3, stride-1 convolutions (a ShapeError for others)
-    "conv2d": ("conv2d_nchw_spatial_pack", "conv2d_nchwc", "conv2d_winograd_nchw", "conv2d_nchwc_packed",
-               "conv2d_winograd_nchwc_packed", "conv2d_nchw_cuda"),
-    "depthwise_conv2d": ("depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc_packed", "depthwise_conv2d_nchw_cuda"),
-}
+
+
+def parameters(operator: str) -> tuple[str, ...]:
+    """The shape parameters of an operator, in order, as the command line names them (``IC`` for ``C``...)."""
+    kind = WORKLOADS[operator]
+    names = {v: k for k, v in kind.parameters.items()}
+    return tuple(names.get(f.name, f.name) for f in fields(kind)[:kind.always])
+
+
+#: operator -> (shape parameters in template-argument order, default CPU template)
+OPERATORS: dict[str, tuple[tuple[str, ...], str]] = {
+    op: (parameters(op), next(t.name for t in TEMPLATES.values() if t.workload is kind and t.default
+                              and TargetKind.C in t.targets))
+    for op, kind in WORKLOADS.items()}
+
+
+def templates_of(operator: str) -> tuple[str, ...]:
+    """The templates that compute ``operator``, in the table's order."""
+    return tuple(t.name for t in TEMPLATES.values() if t.operator == operator)
+
+
+def default_template(operator: str, target: Target) -> str:
+    """The template ``tensortune tune OPERATOR`` uses for ``target`` when none is named."""
+    return next(t.name for t in TEMPLATES.values()
+                if t.operator == operator and t.default and target.kind in t.targets)
 
 
 def operator_of(template: str) -> str | None:
     """The operator a template computes (``conv2d`` for ``conv2d_nchwc``), or None."""
-    return next((op for op, names in OPERATOR_TEMPLATES.items() if template in names), None)
+    t = TEMPLATES.get(template)
+    return t.operator or None if t is not None else None
 
 
 def create_task(operator: str, shape: dict[str, int], template: str | None = None,
                 target: Target | None = None) -> Task:
     """A task for ``operator`` (matmul, conv2d, depthwise_conv2d) with named shape parameters."""
-    if operator not in OPERATORS:
-        raise TaskError(f"unknown operator '{operator}'; choose one of {sorted(OPERATORS)}")
-    names, default = OPERATORS[operator]
+    if operator not in WORKLOADS:
+        raise TaskError(f"unknown operator '{operator}'; choose one of {sorted(WORKLOADS)}")
+    names = parameters(operator)
     target = target or Target.host()
-    gpu = target.kind is TargetKind.CUDA
-    template = template or (GPU_DEFAULT_TEMPLATES[operator] if gpu else default)
-    if template not in OPERATOR_TEMPLATES[operator]:
-        raise TaskError(f"template '{template}' does not compute {operator}; use one of "
-                        f"{OPERATOR_TEMPLATES[operator]}")
-    if (template in GPU_TEMPLATES) != gpu:
-        fits = [t for t in OPERATOR_TEMPLATES[operator] if (t in GPU_TEMPLATES) == gpu]
-        raise TaskError(f"template '{template}' schedules for {'GPUs' if template in GPU_TEMPLATES else 'CPUs'}, "
+    template = template or default_template(operator, target)
+    if template not in templates_of(operator):
+        raise TaskError(f"template '{template}' does not compute {operator}; use one of {templates_of(operator)}")
+    tmpl = TEMPLATES[template]
+    if target.kind not in tmpl.targets:
+        fits = [t for t in templates_of(operator) if target.kind in TEMPLATES[t].targets]
+        gpu = TargetKind.CUDA in tmpl.targets
+        raise TaskError(f"template '{template}' schedules for {'GPUs' if gpu else 'CPUs'}, "
                         f"but the target is '{target}'; for it use one of {fits}")
     unknown = set(shape) - set(names)
     if unknown:
@@ -63,7 +80,7 @@ def create_task(operator: str, shape: dict[str, int], template: str | None = Non
             raise TaskError(f"shape parameter {n} must be a {'non-negative' if n == 'pad' else 'positive'} "
                             f"integer, got {v!r}")
         args.append(v)
-    return Task(TEMPLATES[template], tuple(args), target)
+    return Task(tmpl, tuple(args), target)
 
 
 def task_from_workload(key: str, template: str | None = None, target: Target | None = None) -> Task:

@@ -1,24 +1,25 @@
 """Templates and tasks.
 
-A ``Template`` is a plain function ``fn(cfg, *args) -> (Schedule, Operator)`` plus a name: it
-declares knobs on ``cfg`` and schedules the operator with the chosen values for ``cfg.target``.
-A ``Task`` is a template with concrete arguments and a target; its workload key identifies it in
-tuning logs.
+A ``Template`` is a plain function ``fn(cfg, **workload fields) -> (Schedule, Operator)`` plus a name and what it
+serves (workload kind, layout, targets, dtypes): it declares knobs on ``cfg`` and schedules the operator with the
+chosen values for ``cfg.target``. Every template registers itself in the one table ``TEMPLATES``. A ``Task`` is a
+template with a typed workload (``workload.py``) and a target; its workload key identifies it in tuning logs.
 """
 from __future__ import annotations
 
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import TensortuneError
+from ..errors import ShapeError, TensortuneError
 from ..ops import Operator
-from ..target import Target
 from ..schedule import Schedule
+from ..target import Target, TargetKind
 from .space import ConfigEntity, ConfigSpace
+from .workload import Arguments, DefaultKernel, Workload
 
 
 class TaskError(TensortuneError, ValueError):
@@ -27,38 +28,100 @@ class TaskError(TensortuneError, ValueError):
 
 @dataclass(frozen=True)
 class Template:
-    """A schedule template: ``fn(cfg, *args)`` returns ``(schedule, operator)``."""
+    """A schedule template: ``fn(cfg, **workload fields)`` returns ``(schedule, operator)``, and what it serves:
+    the ``workload`` kind it computes (a ``workload.Workload`` subclass, or None for a template of positional
+    arguments), the ``layout`` of its input and output (``NCHW``; ``NCHWc``: channel-blocked, as a network keeps
+    activations; "" where that does not apply), the target kinds and dtypes it schedules for, and whether it is the
+    ``default`` for its operator on those targets. ``network``: a network's layers of its workload kind are tuned
+    with it (where it ``applies`` to the workload: Winograd to 3x3, stride-1 convolutions only; the first such
+    template registered is a layer's direct task, the others its alternatives). A template of channel-blocked
+    layouts says how a config blocks
+    channels (``channel_blocks(config, workload, lanes) -> (input block, output block)``), and any template which of
+    its knobs decide how a kernel shares work among threads (``config_kind(config)``, which ``network.refine``
+    compares inside a network); the knobs' names stay the template's own."""
 
     name: str
     fn: Callable[..., tuple[Schedule, Operator]] = field(compare=False)
-    doc: str = ""
+    doc: str = field(default="", compare=False)
+    workload: type | None = field(default=None, compare=False)
+    layout: str = field(default="", compare=False)
+    targets: frozenset[TargetKind] = field(default=frozenset({TargetKind.C}), compare=False)
+    dtypes: frozenset[str] = field(default=frozenset({"float32"}), compare=False)
+    default: bool = field(default=False, compare=False)
+    network: bool = field(default=False, compare=False)
+    applies: Callable[[Any], bool] = field(default=lambda workload: True, compare=False)
+    channel_blocks: Callable[[Mapping, Any, int], tuple[int, int]] | None = field(default=None, compare=False)
+    config_kind: Callable[[Mapping], tuple] = field(default=lambda config: (), compare=False)
+    parse: Callable[[tuple], Any] | None = field(default=None, compare=False)
 
-    def __call__(self, cfg, *args) -> tuple[Schedule, Operator]:
-        return self.fn(cfg, *args)
+    def __call__(self, cfg, *args, **kwargs) -> tuple[Schedule, Operator]:
+        return self.fn(cfg, *args, **kwargs)
+
+    @property
+    def operator(self) -> str:
+        """The operator kind it computes (``conv2d``...), "" for a template of positional arguments."""
+        return self.workload.operator if self.workload is not None else ""
+
+    def workload_of(self, args) -> Any:
+        """The workload of the positional ``args`` a log stores (``TaskError`` for ones the kind cannot take)."""
+        if isinstance(args, (Workload, DefaultKernel, Arguments)):
+            return args
+        args = tuple(args)
+        try:
+            if self.parse is not None:
+                return self.parse(args)
+            return Arguments(args) if self.workload is None else self.workload.from_args(args)
+        except ShapeError as e:
+            raise ShapeError(f"template '{self.name}': {e}") from None
+        except (KeyError, TypeError) as e:
+            raise TaskError(f"template '{self.name}' cannot take the arguments {list(args)}: {e}") from None
+
+    def instantiate(self, cfg, workload, **extra) -> tuple[Schedule, Operator]:
+        """The template's schedule and operator for ``workload`` with the knobs of ``cfg`` (``extra``: hooks such
+        as a network's ``declare``)."""
+        return workload.call(self.fn, cfg, **extra)
 
 
-def template(name: str) -> Callable[[Callable], Template]:
-    """Decorator: turn a function ``fn(cfg, *args)`` into a ``Template`` called ``name``."""
+#: every template by name: the one table (filled by ``@template``; ``autotvm.templates`` imports them all)
+TEMPLATES: dict[str, Template] = {}
+
+
+def template(name: str, workload: type | None = None, layout: str = "", targets=(TargetKind.C,),
+             dtypes=("float32",), default: bool = False, network: bool = False, applies=None, channel_blocks=None,
+             config_kind=None, parse=None) -> Callable[[Callable], Template]:
+    """Decorator: turn a function ``fn(cfg, **fields)`` into a ``Template`` called ``name`` and register it (see
+    ``Template`` for the rest; a function registered again under its name replaces the earlier one)."""
 
     def wrap(fn: Callable) -> Template:
-        return Template(name, fn, (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "")
+        doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        t = Template(name, fn, doc, workload, layout, frozenset(targets), frozenset(dtypes), default, network,
+                     applies or (lambda workload: True), channel_blocks, config_kind or (lambda config: ()), parse)
+        TEMPLATES[name] = t
+        return t
 
     return wrap
 
 
 @dataclass(frozen=True)
 class Task:
-    """A template applied to concrete arguments, for one target."""
+    """A template applied to a workload, for one target. The workload may be given as the positional arguments a
+    log stores (``Task(template, (1, 64, 56, 56, 64, 3, 1, 1), target)``); ``task.args`` is that form."""
 
     template: Template
-    args: tuple
+    workload: Any
     target: Target
 
     def __post_init__(self):
+        object.__setattr__(self, "workload", self.template.workload_of(self.workload))
         try:
             json.dumps(list(self.args))
         except TypeError as e:
             raise TaskError(f"task arguments must be JSON values (numbers, strings), got {self.args!r}") from e
+
+    @property
+    def args(self) -> tuple:
+        """The workload's positional form (logs, workload keys)."""
+        return self.workload.args()
 
     @property
     def name(self) -> str:
@@ -92,7 +155,7 @@ class Task:
                             + (" (a tuning run that measured no successful config has no best_index)"
                                if config is None else ""))
         space, index = (self.space, config) if isinstance(config, int) else (config.space, config.index)
-        return self.template(ConfigEntity(space, index, self.target), *self.args)
+        return self.template.instantiate(ConfigEntity(space, index, self.target), self.workload)
 
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Random canonical inputs (as ``reference`` takes them; the same for every config)."""
@@ -132,14 +195,14 @@ def _rebuild_task(module: str, qualname: str, name: str, args: tuple, target: st
     obj: Any = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    tmpl = obj if isinstance(obj, Template) else Template(name, obj)
+    tmpl = obj if isinstance(obj, Template) else TEMPLATES.get(name) or Template(name, obj)
     return Task(tmpl, tuple(args), Target.parse(target))
 
 
 @functools.lru_cache(maxsize=64)
 def _space_and_op(task: Task) -> tuple[ConfigSpace, Operator]:
     space = ConfigSpace(task.target)
-    _, op = task.template(space, *task.args)
+    _, op = task.template.instantiate(space, task.workload)
     return space, op
 
 

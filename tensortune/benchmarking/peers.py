@@ -71,18 +71,16 @@ def plain_operator(task: Task) -> Operator:
     """The NCHW (or plain matmul) operator of ``tensortune.ops`` that the task computes: its reference is
     what the peers compute, and its default schedule is the untuned baseline."""
     from .. import ops
-    from ..autotvm.catalog import operator_of
+    from ..autotvm.workload import Conv2d, DepthwiseConv2d, Matmul
 
-    op, a = operator_of(task.name), task.args
-    if op == "matmul" and len(a) == 3:
-        return ops.matmul(*a)
-    if op == "conv2d" and len(a) == 8:
-        n, c, h, w, o, k, stride, pad = a
-        return ops.conv2d_nchw(n, c, h, w, o, k, stride=stride, pad=pad)
-    if op == "depthwise_conv2d" and len(a) == 7:
-        n, c, h, w, k, stride, pad = a
-        return ops.depthwise_conv2d_nchw(n, c, h, w, k, stride=stride, pad=pad)
-    return task.operator  # another template: the template's own operator
+    wl = task.workload
+    if isinstance(wl, Matmul) and wl == Matmul(wl.M, wl.N, wl.K):
+        return ops.matmul(wl.M, wl.N, wl.K)
+    if isinstance(wl, Conv2d) and wl.dtype == "float32":
+        return ops.conv2d_nchw(wl.N, wl.C, wl.H, wl.W, wl.O, wl.K, stride=wl.stride, pad=wl.pad)
+    if isinstance(wl, DepthwiseConv2d) and wl.dtype == "float32":
+        return ops.depthwise_conv2d_nchw(wl.N, wl.C, wl.H, wl.W, wl.K, stride=wl.stride, pad=wl.pad)
+    return task.operator  # another workload: the template's own operator
 
 
 def time_peers(task: Task, threads: int, repeat: int, min_repeat_ms: float) -> dict[str, dict]:
@@ -141,15 +139,14 @@ def _worker_main() -> int:
 
 def peers_of(task: Task) -> list[tuple[str, PeerFactory]]:
     """The peer implementations of the task's operator: (name, factory of a call returning the output)."""
-    from ..autotvm.catalog import operator_of
+    from ..autotvm.workload import Conv2d, DepthwiseConv2d, Matmul
 
-    op = operator_of(task.name)
-    if op == "matmul":
-        return [("numpy", _numpy_matmul), ("torch", _torch_matmul)] if len(task.args) == 3 else []
-    if op in ("conv2d", "depthwise_conv2d"):
-        a = task.args
-        stride, pad = a[-2], a[-1]
-        groups = a[1] if op == "depthwise_conv2d" else 1
+    wl = task.workload
+    if isinstance(wl, Matmul):
+        return [("numpy", _numpy_matmul), ("torch", _torch_matmul)] if wl == Matmul(wl.M, wl.N, wl.K) else []
+    if isinstance(wl, (Conv2d, DepthwiseConv2d)):
+        stride, pad = wl.stride, wl.pad
+        groups = wl.C if isinstance(wl, DepthwiseConv2d) else 1
         return [("torch", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=False)),
                 ("torch_channels_last", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=True)),
                 ("onnxruntime", lambda c, t: _onnx_conv(c, t, stride, pad, groups))]

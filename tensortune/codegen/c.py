@@ -24,7 +24,7 @@ from ..errors import CodegenError
 from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Seq, Stmt, Store
 from ..ir.visitor import Visitor
 from ..target import ISA, Target
-from ..te.expr import (Binary, BinOp, Call, Cast, Compare, Const, Expr, MathFunc, Not, Select, Var,
+from ..te.expr import (MATH_FUNCTIONS, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Select, Var,
                        free_vars, substitute, walk)
 
 #: Local buffers up to this size go on the stack; larger ones are heap-allocated per entry.
@@ -38,8 +38,6 @@ _SHORT = {DType.float16: "f16", DType.bfloat16: "bf16", DType.float32: "f32", DT
 _VECTOR_DTYPES = frozenset({DType.float32, DType.float64, DType.int32, DType.int64})
 _MASK = {DType.float32: DType.int32, DType.float64: DType.int64, DType.int32: DType.int32,
          DType.int64: DType.int64}
-_CMATH = {MathFunc.EXP: "exp", MathFunc.LOG: "log", MathFunc.SQRT: "sqrt", MathFunc.TANH: "tanh",
-          MathFunc.ABS: "fabs", MathFunc.FLOOR: "floor"}
 _PREC = {BinOp.OR: 1, BinOp.AND: 2, BinOp.ADD: 5, BinOp.SUB: 5, BinOp.MUL: 6, BinOp.DIV: 6}
 _CMP_PREC = 4
 
@@ -457,9 +455,10 @@ class _ScalarExpr(Visitor):
 
     def visit_Call(self, e: Call):
         x = e.args[0]
-        if e.func is MathFunc.ABS and x.dtype.is_int:
-            return f"({self.gen.expr(x)} < 0 ? -{self.wrap(x, 9)} : {self.wrap(x, 9)})", 10
-        fn = _CMATH[e.func] + ("f" if x.dtype in (DType.float32, DType.float16) else "")
+        impl = MATH_FUNCTIONS[e.func]
+        if x.dtype.is_int:
+            return impl.c_int.format(x=self.gen.expr(x), wrapped=self.wrap(x, 9)), 10
+        fn = impl.c + ("f" if x.dtype in (DType.float32, DType.float16) else "")
         return f"{fn}({self.gen.expr(x)})", 10
 
     def generic_visit(self, e: Expr):

@@ -1,9 +1,10 @@
-"""Whole networks as graphs: the graph IR, ONNX import, a numpy reference executor, graph passes and tasks."""
-from .errors import GraphError, InputShapeError, ModelError, Unsupported, UnsupportedModelError
+"""The graph IR of whole networks: values with static types and layouts, nodes applying operators (whose kinds
+``tensortune.operators`` defines), constants, and a numpy reference executor."""
+from .errors import GraphError, InputShapeError, ModelError, NetworkCompileError, Unsupported, UnsupportedModelError
 from .interpret import interpret
-from .ir import PLAIN, Graph, GraphBuilder, Layout, Node, Value
-from .onnx_import import import_onnx
-from .ops import TensorType
+from .ir import PLAIN, Graph, GraphBuilder, Layout, Node, TensorType, Value
+from .op import LayoutRule, Op, Pattern
 
-__all__ = ["GraphError", "Graph", "GraphBuilder", "InputShapeError", "Layout", "ModelError", "Node", "PLAIN",
-           "TensorType", "Unsupported", "UnsupportedModelError", "Value", "import_onnx", "interpret"]
+__all__ = ["Graph", "GraphBuilder", "GraphError", "InputShapeError", "Layout", "LayoutRule", "ModelError",
+           "NetworkCompileError", "Node", "Op", "PLAIN", "Pattern", "TensorType", "Unsupported",
+           "UnsupportedModelError", "Value", "interpret"]

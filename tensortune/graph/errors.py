@@ -38,3 +38,8 @@ class UnsupportedModelError(TensortuneError, ValueError):
         self.nodes = tuple(nodes)
         listing = "; ".join(str(n) for n in nodes)
         super().__init__(f"the model has {len(nodes)} unsupported node(s): {listing}")
+
+
+class NetworkCompileError(TensortuneError, ValueError):
+    """A graph node cannot be compiled (a kind of node, input or target the kernels do not handle); the message
+    says which and what to do."""

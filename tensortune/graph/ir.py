@@ -4,48 +4,118 @@ A ``Graph`` is immutable and checks itself when built: every value is defined on
 every node's output types are what its operator infers from its inputs; constants are read-only arrays
 whose shapes match their values. Passes build new graphs with a ``GraphBuilder`` and never change
 theirs. ``print(graph)`` shows one line per node.
+
+The operators themselves (what a node computes) are defined in ``tensortune.operators``; this module knows only
+their common interface (``graph.op.Op``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..dtype import DType
+from ..errors import DTypeError
 from .errors import GraphError
-from .ops import Op, TensorType
+from .op import Op
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """Static shape and dtype (a numpy dtype name such as ``float32``, ``int64`` or ``bfloat16``). Kernels compute
+    the dtypes of ``DType``; a graph may hold others in constants that are folded at compile time."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.shape)
+        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise GraphError(f"a shape needs non-negative integer dimensions, got {self.shape!r}")
+        object.__setattr__(self, "shape", tuple(int(d) for d in shape))
+        try:
+            name = DType.of(self.dtype).value
+        except DTypeError:
+            try:
+                name = np.dtype(self.dtype).name
+            except TypeError:
+                raise GraphError(f"unknown dtype {self.dtype!r}") from None
+        object.__setattr__(self, "dtype", name)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dt(self) -> DType:
+        """The dtype as a ``DType`` (a ``DTypeError`` for one no kernel computes)."""
+        return DType.of(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dt.bytes
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
 
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """How a value's elements lie in memory: row-major (``block`` 0), or for an NCHW tensor the blocked
-    NCHW[x]c layout ``[N, C/block, H, W, block]``."""
+    """How a value's elements lie in memory: row-major (``block`` 0), or blocked along ``axis``: that axis split
+    into blocks of ``block`` elements, the block the innermost axis of the storage (for an NCHW tensor, axis 1:
+    NCHW[x]c, ``[N, C/block, H, W, block]``; for NCL, ``[N, C/block, L, block]``)."""
 
     block: int = 0
+    axis: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.block, int) or self.block < 0:
             raise GraphError(f"a layout block must be a non-negative integer, got {self.block!r}")
+        if not isinstance(self.axis, int) or self.axis < 0:
+            raise GraphError(f"a layout's blocked axis must be a non-negative integer, got {self.axis!r}")
 
     @property
     def blocked(self) -> bool:
         return self.block > 0
 
     def check(self, shape: tuple[int, ...], what: str) -> None:
-        if self.blocked and (len(shape) != 4 or shape[1] % self.block):
-            raise GraphError(f"{what}: layout NCHW{self.block}c needs an NCHW shape whose channels "
-                             f"divide into blocks of {self.block}, got {shape}")
+        if self.blocked and (len(shape) <= self.axis or shape[self.axis] % self.block):
+            raise GraphError(f"{what}: layout {self.name(len(shape))} needs axis {self.axis} to divide into blocks "
+                             f"of {self.block}, got shape {shape}")
 
     def storage_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shape of the array that holds a tensor of logical ``shape`` in this layout."""
         if not self.blocked:
             return shape
-        n, c, h, w = shape
-        return (n, c // self.block, h, w, self.block)
+        a = self.axis
+        return (*shape[:a], shape[a] // self.block, *shape[a + 1:], self.block)
+
+    def storage_index(self, idx: Sequence) -> tuple:
+        """The storage index of logical element ``idx`` (integers or expressions)."""
+        if not self.blocked:
+            return tuple(idx)
+        a = self.axis
+        return (*idx[:a], idx[a] // self.block, *idx[a + 1:], idx[a] % self.block)
+
+    def logical_index(self, axes: Sequence) -> tuple:
+        """The logical index of the element at storage index ``axes``."""
+        if not self.blocked:
+            return tuple(axes)
+        a = self.axis
+        return (*axes[:a], axes[a] * self.block + axes[-1], *axes[a + 1:-1])
+
+    def name(self, rank: int = 4) -> str:
+        if not self.blocked:
+            return ""
+        if rank == 4 and self.axis == 1:
+            return f"NCHW{self.block}c"
+        return f"blocked(axis={self.axis}, {self.block})"
 
     def __str__(self) -> str:
-        return f"NCHW{self.block}c" if self.blocked else ""
+        return self.name()
 
 
 PLAIN = Layout()
@@ -73,7 +143,7 @@ class Value:
         return self.type.dtype
 
     def __str__(self) -> str:
-        return f"{self.type}" + (f" {self.layout}" if self.layout.blocked else "")
+        return f"{self.type}" + (f" {self.layout.name(len(self.shape))}" if self.layout.blocked else "")
 
 
 @dataclass(frozen=True, slots=True)

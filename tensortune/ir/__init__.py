@@ -1,4 +1,4 @@
-"""Loop IR: buffers, loads, stores, loops; one visitor/mutator traversal; a printer and a verifier."""
+"""Loop IR: buffers, loads, stores, loops (each printing itself), one visitor/mutator traversal, a verifier."""
 from .nodes import (Allocate, Barrier, Buffer, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Scope, Seq, Stmt,
                     Store)
 from .verify import IRVerifyError, verify

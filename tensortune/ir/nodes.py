@@ -7,7 +7,7 @@ from math import prod
 
 from ..dtype import DType
 from ..errors import DTypeError
-from ..te.expr import Expr, StmtBase, Var
+from ..te.expr import ATOM, Expr, StmtBase, Var
 
 
 class Scope(Enum):
@@ -99,14 +99,24 @@ class Load(Expr):
     def dtype(self) -> DType:
         return self.buffer.dtype
 
+    def text(self) -> tuple[str, int]:
+        return f"{self.buffer.name}[{self.index}]", ATOM
+
 
 class Stmt(StmtBase):
+    """Base of statements. ``str(stmt)`` is readable Python-like text: each kind writes its ``lines``."""
+
     __slots__ = ()
 
-    def __str__(self) -> str:
-        from .printer import stmt_str
+    def lines(self) -> list[str]:  # pragma: no cover - every statement kind has its own
+        raise AssertionError(f"no text for statement {type(self).__name__}")
 
-        return stmt_str(self)
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["  " + line for line in lines]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +133,9 @@ class Store(Stmt):
                 f"storing a {self.value.dtype} value into buffer '{self.buffer.name}' of {self.buffer.dtype}"
             )
 
+    def lines(self) -> list[str]:
+        return [f"{self.buffer.name}[{self.index}] = {self.value}"]
+
 
 @dataclass(frozen=True, slots=True)
 class For(Stmt):
@@ -136,12 +149,19 @@ class For(Stmt):
     def __post_init__(self):
         assert isinstance(self.extent, int) and self.extent >= 1, f"loop {self.var.name}: extent {self.extent}"
 
+    def lines(self) -> list[str]:
+        kind = "" if self.kind is ForKind.SERIAL else f"  # {self.kind.value}"
+        return [f"for {self.var.name} in range({self.extent}):{kind}", *_indent(self.body.lines())]
+
 
 @dataclass(frozen=True, slots=True)
 class Seq(Stmt):
     """Statements run in order."""
 
     stmts: tuple[Stmt, ...]
+
+    def lines(self) -> list[str]:
+        return [line for s in self.stmts for line in s.lines()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +173,10 @@ class IfThenElse(Stmt):
     def __post_init__(self):
         assert self.cond.dtype is DType.bool
 
+    def lines(self) -> list[str]:
+        out = [f"if {self.cond}:", *_indent(self.then.lines())]
+        return out + (["else:", *_indent(self.otherwise.lines())] if self.otherwise is not None else [])
+
 
 @dataclass(frozen=True, slots=True)
 class Allocate(Stmt):
@@ -160,6 +184,10 @@ class Allocate(Stmt):
 
     buffer: Buffer
     body: Stmt
+
+    def lines(self) -> list[str]:
+        b = self.buffer
+        return [f"{b.name} = allocate({b.dtype.value}{list(b.shape)}, {b.scope.value})", *self.body.lines()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +202,17 @@ class Prefetch(Stmt):
         if not self.index.dtype.is_int:
             raise DTypeError(f"index of buffer '{self.buffer.name}' must be an integer, got {self.index.dtype}")
 
+    def lines(self) -> list[str]:
+        return [f"prefetch({self.buffer.name}[{self.index}])"]
+
 
 @dataclass(frozen=True, slots=True)
 class Barrier(Stmt):
     """Every thread of a GPU thread block waits here until all have arrived (``__syncthreads()``); placed by
     lowering around the cooperative fills of shared buffers."""
+
+    def lines(self) -> list[str]:
+        return ["barrier()  # __syncthreads"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +225,11 @@ class PrimFunc:
     body: Stmt
 
     def __str__(self) -> str:
-        from .printer import func_str
+        def sig(b):
+            return f"{b.name}: {b.dtype.value}{list(b.shape)}"
 
-        return func_str(self)
+        head = [f"def {self.name}({', '.join(sig(b) for b in self.args)}):"]
+        return "\n".join(head + [f"  workspace {sig(w)}" for w in self.workspaces] + _indent(self.body.lines()))
 
 
 def seq(*stmts: Stmt | None) -> Stmt:

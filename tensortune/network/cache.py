@@ -20,10 +20,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..version import __version__
 from ..env import settings
 from ..graph.ir import Graph
 from ..target import Target
+from ..version import __version__
+from .plan import Call, KernelInfo, Place, Slot
 
 FORMAT = 1
 
@@ -89,8 +90,6 @@ def network_dir(key: str) -> Path:
 
 def load(key: str) -> CachedProgram | None:
     """The cached program of ``key``, or None (absent or unreadable: then it is built again)."""
-    from .program import Call, KernelInfo, Place, Slot
-
     try:
         obj = json.loads(_path(key).read_text())
         calls = [Call(c[0], c[1], tuple(Slot(Place(p), o) for p, o in c[2])) for c in obj["calls"]]

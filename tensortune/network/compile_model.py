@@ -10,18 +10,18 @@ from __future__ import annotations
 import os
 from typing import Callable, Mapping, Sequence
 
-from ..build import resolve_target
-from ..dtype import DType
-from ..graph.ir import Graph
-from ..graph.onnx_import import import_onnx
 from ..autotvm.record import Record
-from ..graph.passes import optimize
-from ..runtime import compile_shared
+from ..build import resolve_target
+from ..frontend.onnx import import_onnx
+from ..graph.ir import Graph
+from ..passes import optimize
 from ..target import Target
 from . import cache
+from .backends import network_backend
 from .layouts import choose_blocks
 from .module import MANIFEST, ExportError, Manifest, NetworkLoadError, NetworkModule, load
 from .program import Program, build_program
+from .tuned import TunedKernels
 
 
 def optimized_graph(model, target: Target, shapes: Mapping[str, Sequence[int]] | None = None,
@@ -33,9 +33,9 @@ def optimized_graph(model, target: Target, shapes: Mapping[str, Sequence[int]] |
     graph = model if isinstance(model, Graph) else import_onnx(model, shapes)
     blocks = None
     if records:
-        def blocks(g: Graph, lanes: int):
-            return choose_blocks(g, lanes, target, records)
-    return optimize(graph, max(1, target.lanes(DType.float32)), trace, blocks)
+        def blocks(g: Graph, tgt: Target):
+            return choose_blocks(g, tgt, records)
+    return optimize(graph, target, trace, blocks)
 
 
 def compile(model, target: Target | str | None = None, log: str | os.PathLike | None = None,
@@ -57,8 +57,6 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
             pass
     choose = None
     if log is not None:
-        from .tuned import TunedKernels
-
         choose = TunedKernels(log, tgt)
     graph = optimized_graph(model, tgt, shapes, trace, choose.records if choose is not None else None)
     program = build_program(graph, tgt, choose)
@@ -72,9 +70,9 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
 
 
 def load_program(program: Program, target: Target, num_threads: int | None = None) -> NetworkModule:
-    """Generate, compile (or find in the cache) and load a program."""
+    """Build (or find in the cache) and load a program, with its target's backend (``backends.py``)."""
     source = program.source
-    library = compile_shared(source, target)
+    library = network_backend(target).build(source, target)
     manifest = Manifest(program.name, str(target), program.inputs, program.outputs, program.constants_bytes,
                         program.workspace_bytes, tuple(program.kernels), len(program.calls),
                         tuple(c.node for c in program.calls), program.buffers_bytes)

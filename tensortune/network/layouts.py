@@ -26,11 +26,11 @@ from ..autotvm.task import Task
 from ..dtype import DType
 from ..errors import TensortuneError
 from ..graph.ir import Graph
-from ..graph.ops import Conv, Relayout
-from ..graph.passes import plan_layout
-from ..graph.passes.plan_layout import whole_groups
-from ..graph.tasks import CONV_TEMPLATE, DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, node_tasks
-from ..ops import block_choices, packed_blocks
+from ..operators import Conv, Relayout
+from ..operators.conv_tasks import is_default
+from ..ops import block_choices
+from ..passes import plan_layout
+from ..passes.plan_layout import whole_groups
 from ..target import Target
 
 #: bytes per second a relayout is assumed to move (read and write counted), measured order of a blocked copy
@@ -41,23 +41,17 @@ MAX_SWEEPS = 4
 
 
 def record_blocks(task: Task, config: Mapping, lanes: int) -> tuple[int, int]:
-    """The (input, output) channel blocks of a record's kernel: the block knobs of the packed templates, the default
-    blocks for records written before those knobs and for the other templates (Winograd, the untuned kernel)."""
-    args = task.args[1:] if task.name == DEFAULT_TEMPLATE else task.args
-    if task.name == DEPTHWISE_TEMPLATE or (task.name == DEFAULT_TEMPLATE and task.args[0] == DEPTHWISE_TEMPLATE):
-        b = packed_blocks(args[1], args[1], lanes)[0]
-        b = config.get("block", b) if task.name == DEPTHWISE_TEMPLATE else b
-        return b, b
-    icb, ocb = packed_blocks(args[1], args[4], lanes)
-    if task.name == CONV_TEMPLATE:
-        return config.get("block_in", icb), config.get("block_out", ocb)
-    return icb, ocb
+    """The (input, output) channel blocks of a record's kernel, as its template says (``Template.channel_blocks``:
+    the block knobs of the packed templates, the default blocks for records written before those knobs and for the
+    other templates, Winograd and the untuned kernel)."""
+    assert task.template.channel_blocks is not None, f"{task.name} schedules no channel-blocked layout"
+    return tuple(task.template.channel_blocks(config, task.workload, lanes))
 
 
 def runs_with(task: Task, config: Mapping, lanes: int, blocks: tuple[int, int] | None) -> bool:
     """Whether a record's kernel can run a node whose (input, output) channel blocks are ``blocks`` (None: a dense
     layer, which runs any); the untuned kernel runs any blocks."""
-    return blocks is None or task.name == DEFAULT_TEMPLATE or record_blocks(task, config, lanes) == blocks
+    return blocks is None or is_default(task) or record_blocks(task, config, lanes) == blocks
 
 
 def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, dict[tuple[int, int] | None, float]]:
@@ -71,7 +65,7 @@ def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str
     out: dict[str, dict[tuple[int, int] | None, float]] = {}
     for node in g.nodes:
         times: dict[tuple[int, int] | None, float] = {}
-        for task in node_tasks(g, node, target):
+        for task in node.op.tasks(g, node, target):
             mine = by_workload.get(task.workload_key, [])
             if not mine:
                 continue
@@ -83,7 +77,7 @@ def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str
                     warnings.warn(f"records of {task.workload_key} left out: {e}", RecordWarning, stacklevel=2)
                     continue
             for r in mine:
-                key = None if task.name == DEFAULT_TEMPLATE else record_blocks(task, r.config, lanes)
+                key = None if is_default(task) else record_blocks(task, r.config, lanes)
                 times[key] = min(times.get(key, float("inf")), r.cost)
         if times:
             out[node.name] = times
@@ -106,10 +100,11 @@ def estimate_seconds(planned: Graph, times: Mapping[str, Mapping[tuple[int, int]
     return total
 
 
-def choose_blocks(g: Graph, lanes: int, target: Target, records: Sequence[Record]) -> dict[str, int]:
+def choose_blocks(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, int]:
     """The output channel block of each tuned convolution of ``g`` (a graph before ``plan_layout``) that makes the
     estimated network time least (see the module docstring); {} keeps the default blocks everywhere."""
-    times = layer_times(plan_layout(g, lanes), target, records)
+    lanes = max(1, target.lanes(DType.float32))
+    times = layer_times(plan_layout(g, target), target, records)
     choices = {}
     for node in g.nodes:  # untuned layers too: their default kernels run any block, a tuned reader may want one
         if isinstance(node.op, Conv) and len(g.values[node.outputs[0]].shape) == 4:
@@ -118,7 +113,7 @@ def choose_blocks(g: Graph, lanes: int, target: Target, records: Sequence[Record
             if len(options) > 1:
                 choices[node.name] = options
     blocks: dict[str, int] = {}
-    best = estimate_seconds(plan_layout(g, lanes, blocks), times)
+    best = estimate_seconds(plan_layout(g, target, blocks), times)
     for _ in range(MAX_SWEEPS):
         improved = False
         for name, options in choices.items():
@@ -126,7 +121,7 @@ def choose_blocks(g: Graph, lanes: int, target: Target, records: Sequence[Record
                 if b == blocks.get(name, options[0]):
                     continue
                 trial = {**blocks, name: b}
-                seconds = estimate_seconds(plan_layout(g, lanes, trial), times)
+                seconds = estimate_seconds(plan_layout(g, target, trial), times)
                 if seconds < best * (1 - 1e-9):
                     best, blocks, improved = seconds, trial, True
         if not improved:

@@ -9,6 +9,7 @@ The folder ``export(path)`` writes and ``load(path)`` reads (no recompiling, no 
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -18,18 +19,17 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..version import __version__
-from ..env import settings
 from ..errors import ArgumentError, TensortuneError
 from ..runtime.compiler import cached_library, load_library
-from ..runtime.module import (ALIGNMENT, ArgSpec, KernelRuntimeError, TimingResult, check_array, check_timing,
-                              entry_point, time_native)
+from ..runtime.module import ALIGNMENT, ArgSpec, BaseModule, KernelRuntimeError, check_array, entry_point, native_timer
 from ..target import ISA, Target
-from .program import ENTRY, PROFILE_ENTRY, KernelInfo
+from ..version import __version__
+from .backends import ENTRY, PROFILE_ENTRY
+from .plan import KernelInfo
 
 FORMAT = 1
 MANIFEST, LIBRARY, SOURCE, CONSTANTS = "manifest.json", "network.so", "network.c", "constants.bin"
@@ -98,29 +98,36 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-class NetworkModule:
-    """A compiled network. ``module(x)`` returns the output (a tuple when there are several);
-    ``module.run({"input": x})`` returns ``{name: array}``. Batch size and shapes are those compiled for.
+class NetworkModule(BaseModule):
+    """A compiled network, on the runtime's module base (``runtime.module.BaseModule``): its library, entry point,
+    argument specs (the inputs, then the outputs), source, target, threads and ``time_evaluator``. ``module(x)``
+    returns the output (a tuple when there are several); ``module.run({"input": x})`` returns ``{name: array}``.
+    Batch size and shapes are those compiled for.
 
     Calls on one module are serialized (they share the workspace); use one module per thread for parallel runs.
     """
 
     def __init__(self, library: Path, manifest: Manifest, constants: np.ndarray, source: str = "",
                  num_threads: int | None = None):
-        self.library = Path(library)
         self.manifest = manifest
-        self.source = source
-        self.num_threads = num_threads or settings().num_threads
         if constants.nbytes != manifest.constants_bytes:
             raise NetworkLoadError(f"the constants hold {constants.nbytes} bytes, the network needs "
                                    f"{manifest.constants_bytes}")
         self._constants = constants if constants.ctypes.data % ALIGNMENT == 0 else _realign(constants)
         self._workspace = aligned_bytes(manifest.workspace_bytes)
-        try:
-            self._fn = entry_point(self.library, ENTRY)
-        except (OSError, AttributeError) as e:
-            raise NetworkLoadError(f"cannot load the network library {self.library}: {e}") from e
         self._lock = threading.Lock()
+        super().__init__(library, ENTRY, manifest.inputs + manifest.outputs, (), source, num_threads,
+                         Target.parse(manifest.target))
+
+    def _open(self) -> None:
+        try:
+            self._fn = entry_point(self.lib_path, ENTRY)
+        except (OSError, AttributeError) as e:
+            raise NetworkLoadError(f"cannot load the network library {self.lib_path}: {e}") from e
+
+    @property
+    def library(self) -> Path:
+        return self.lib_path
 
     # ------------------------------------------------------------------ running
     @property
@@ -143,14 +150,13 @@ class NetworkModule:
         return {s.name: a for s, a in zip(self.outputs, outs)}
 
     def __call__(self, *inputs: np.ndarray, num_threads: int | None = None) -> np.ndarray | tuple[np.ndarray, ...]:
-        if len(inputs) != len(self.inputs):
-            raise ArgumentError(f"the network takes {len(self.inputs)} input(s) "
-                                f"({', '.join(str(s) for s in self.inputs)}), got {len(inputs)}")
+        """The output(s) for ``inputs`` (in the order of ``self.inputs``)."""
         outs = self._execute(list(inputs), num_threads)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _execute(self, inputs: list, num_threads: int | None) -> list[np.ndarray]:
-        arrays = [self._check(s, a) for s, a in zip(self.inputs, inputs)]
+        self._check(tuple(inputs))
+        arrays = [np.ascontiguousarray(a) for a in inputs]
         outs = [np.empty(s.shape, s.dtype.numpy) for s in self.outputs]
         pointers = self._pointers(arrays, outs)
         with self._lock:
@@ -159,29 +165,29 @@ class NetworkModule:
             raise KernelRuntimeError(f"network '{self.manifest.name}' returned error code {rc}")
         return outs
 
-    def time_evaluator(self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0,
-                       num_threads: int | None = None) -> Callable[..., TimingResult]:
-        """A function of the inputs that times whole-network runs in native code (protocol of
-        ``runtime.timer.time_repeats``: a warm-up run, then ``repeat`` timings of ``number`` runs)."""
-        check_timing(number, repeat, min_repeat_ms)
-        threads = self._threads(num_threads)
+    def _check(self, arrays: tuple[np.ndarray, ...]) -> None:
+        """The inputs (only: a network allocates its outputs) must match the specs compiled for."""
+        if len(arrays) != len(self.inputs):
+            raise ArgumentError(f"the network takes {len(self.inputs)} input(s) "
+                                f"({', '.join(str(s) for s in self.inputs)}), got {len(arrays)}")
+        for spec, a in zip(self.inputs, arrays):
+            check_array(spec, a, "input", " (the shape compiled for)")
 
-        def evaluate(*inputs: np.ndarray) -> TimingResult:
-            if len(inputs) != len(self.inputs):
-                raise ArgumentError(f"the network takes {len(self.inputs)} input(s), got {len(inputs)}")
-            arrays = [self._check(s, a) for s, a in zip(self.inputs, inputs)]
-            outs = [np.empty(s.shape, s.dtype.numpy) for s in self.outputs]
-            return time_native(self._fn, self._pointers(arrays, outs), threads, f"network '{self.manifest.name}'",
-                               number, repeat, min_repeat_ms, self._lock)
-
-        return evaluate
+    @contextlib.contextmanager
+    def _timed_calls(self, arrays: tuple[np.ndarray, ...], threads: int,
+                     fresh_input: bool = False) -> Iterator[Callable[[int], float]]:
+        inputs = [np.ascontiguousarray(a) for a in arrays]
+        outs = [np.empty(s.shape, s.dtype.numpy) for s in self.outputs]
+        yield native_timer(self._fn, self._pointers(inputs, outs), threads, f"network '{self.manifest.name}'",
+                           self._lock, rewrite=inputs[0] if fresh_input and inputs else None)
 
     def profile(self, *inputs: np.ndarray, repeat: int = 10, num_threads: int | None = None) -> list[dict]:
         """Seconds per run of each call (mean of ``repeat`` runs after a warm-up), with its node and kernel."""
-        arrays = [self._check(s, a) for s, a in zip(self.inputs, inputs)]
+        self._check(inputs)
+        arrays = [np.ascontiguousarray(a) for a in inputs]
         outs = [np.empty(s.shape, s.dtype.numpy) for s in self.outputs]
         pointers = self._pointers(arrays, outs)
-        fn = load_library(self.library)[PROFILE_ENTRY]
+        fn = load_library(self.lib_path)[PROFILE_ENTRY]
         fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
         fn.restype = ctypes.c_int32
         calls = [(k, node) for k in self.manifest.kernels for node in k.nodes]
@@ -198,16 +204,6 @@ class NetworkModule:
     def _pointers(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> ctypes.Array:
         data = [a.ctypes.data for a in (*inputs, *outputs, self._constants, self._workspace)]
         return (ctypes.c_void_p * len(data))(*data)
-
-    def _check(self, spec: ArgSpec, a) -> np.ndarray:
-        check_array(spec, a, "input", " (the shape compiled for)")
-        return np.ascontiguousarray(a)
-
-    def _threads(self, num_threads: int | None) -> int:
-        n = self.num_threads if num_threads is None else num_threads
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ArgumentError(f"num_threads must be an integer >= 1, got {n!r}")
-        return n
 
     def __repr__(self) -> str:
         ins = ", ".join(str(s) for s in self.inputs)
@@ -230,7 +226,7 @@ class NetworkModule:
         except OSError as e:
             raise ExportError(f"cannot export to {dest}: {e.strerror or e}") from None
         try:
-            shutil.copyfile(self.library, tmp / LIBRARY)
+            shutil.copyfile(self.lib_path, tmp / LIBRARY)
             self._constants.tofile(tmp / CONSTANTS)
             (tmp / SOURCE).write_text(self.source)
             meta = self.manifest.to_json(_sha256(tmp / LIBRARY), _sha256(tmp / CONSTANTS))

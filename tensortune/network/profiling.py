@@ -18,9 +18,13 @@ from typing import Mapping, Sequence
 
 from ..build import resolve_target
 from ..errors import ArgumentError
-from ..graph.tasks import DEFAULT_TEMPLATE, is_flat, node_tasks
+from ..operators.conv_tasks import is_default, is_flat
+from ..operators.expansion import KIND as EXPANSION_KIND
 from ..target import Target
-from . import expansion
+from .compile_model import load_program, optimized_graph
+from .module import random_inputs, runs_here
+from .program import build_program
+from .tuned import TunedKernels
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class CallProfile:
     flops: int
     seconds: float
     kernel: str  # "TEMPLATE #INDEX" for a tuned config, "default" for a layer's untuned kernel, "-" for the rest
-    # (and "1x1 expansion fused in" for a depthwise layer computing its expansion: ``expansion.py``)
+    # (and "1x1 expansion fused in" for a depthwise layer computing its expansion: ``operators.expansion``)
     refined: bool = False  # chosen by its timing inside the network (``refine``)
     alone: float | None = None  # its config's fastest time alone in the log, when it has one
 
@@ -72,10 +76,6 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
                     rounds: int = 5, repeat: int = 10) -> NetworkProfile:
     """Profile ``model`` (a path, bytes, ``ModelProto`` or ``Graph``) compiled with ``log`` on this machine, on
     random inputs: each call's median seconds over ``rounds`` profiles of ``repeat`` runs."""
-    from .compile_model import load_program, optimized_graph
-    from .module import random_inputs, runs_here
-    from .program import build_program
-
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (rounds, repeat)):
         raise ArgumentError(f"rounds and repeat must be integers >= 1, got {rounds!r} and {repeat!r}")
     tgt = resolve_target(target)
@@ -84,8 +84,6 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
                             f"for '{tgt}'; profile on a machine of that target")
     choose = None
     if log is not None:
-        from .tuned import TunedKernels
-
         choose = TunedKernels(log, tgt)
     g = optimized_graph(model, tgt, shapes, records=choose.records if choose is not None else None)
     module = load_program(build_program(g, tgt, choose), tgt, num_threads)
@@ -98,11 +96,11 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
     for i, row in enumerate(runs[0]):
         kernel, alone = "-", None
         node = nodes.get(row["node"])
-        if row["kind"] == expansion.KIND:  # no config of either node: the fused kernel's tiling is a rule
+        if row["kind"] == EXPANSION_KIND:  # no config of either node: the fused kernel's tiling is a rule
             kernel = "1x1 expansion fused in"
         elif node is not None:
             kernel, alone = (_config_of(choose, g, node, tgt) if choose is not None
-                             else ("default" if node_tasks(g, node, tgt) else "-", None))
+                             else ("default" if node.op.tasks(g, node, tgt) else "-", None))
         calls.append(CallProfile(row["node"], row["kind"], row["function"], row["flops"],
                                  statistics.median(r[i]["seconds"] for r in runs), kernel,
                                  choose is not None and row["node"] in choose.refined, alone))
@@ -112,13 +110,13 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
 def _config_of(choose, g, node, target: Target) -> tuple[str, float | None]:
     """The label of the config ``choose`` (a ``TunedKernels`` that compiled the network) ran ``node`` with, and its
     fastest time alone in the log."""
-    tasks = node_tasks(g, node, target)
+    tasks = node.op.tasks(g, node, target)
     if not tasks:  # not a tunable layer (a pooling, a layout copy)
         return "-", None
-    template, index = choose.applied.get(node.name, (DEFAULT_TEMPLATE, 0))
-    task = choose.applied_task.get(node.name) or next((t for t in tasks if t.name == template), None)
+    task = choose.applied_task.get(node.name) or next(t for t in tasks if is_default(t))
+    index = choose.applied.get(node.name, (None, 0))[1]
     alone = None if task is None else choose.alone_seconds(task, index)
-    return ("default" if template == DEFAULT_TEMPLATE else f"{template}{_view(g, node, task)} #{index}"), alone
+    return ("default" if is_default(task) else f"{task.name}{_view(g, node, task)} #{index}"), alone
 
 
 def _view(g, node, task) -> str:

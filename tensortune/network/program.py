@@ -1,7 +1,9 @@
 """The program of a compiled network: kernel calls in order, each argument placed in an input, an output, the
-constant arena or the planned workspace; and its C source, with one entry point that runs the whole network.
+constant arena or the planned workspace, and the source its target's backend emits for it (``backends.py``: for a
+CPU, C with one entry point that runs the whole network).
 
-Entry point (the runtime's kernel convention, so the native timer times it like any kernel)::
+``build_program`` lowers each distinct kernel once and plans the memory; nothing in it depends on the target's
+language. The entry point has the runtime's kernel convention, so the native timer times it like any kernel::
 
     int32_t network_run(void** args, int32_t num_threads)
 
@@ -10,129 +12,37 @@ Entry point (the runtime's kernel convention, so the native timer times it like 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .. import te
 from ..arith import Analyzer
-from ..codegen import codegen_c_unit
 from ..graph.ir import Graph, Node, Value
 from ..ir import PrimFunc
 from ..lower import lower
+from ..operators.kernel import Arg, KernelDef, schedule_elementwise
 from ..runtime import ArgSpec
 from ..schedule import create_schedule
 from ..target import Target
-from .declare import declare
-from .expansion import expand_depthwise_kernel, fused_expansions
-from .kernels import Arg, KernelDef, is_alias, schedule_elementwise
+from . import cache
+from .backends import network_backend
 from .memory import Buffer, align, plan_memory
-
-ENTRY = "network_run"
-PROFILE_ENTRY = "network_profile"
-
-
-class Place(Enum):
-    INPUT = "input"
-    OUTPUT = "output"
-    CONSTANT = "constant"
-    WORKSPACE = "workspace"
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Where a kernel argument lives: input or output number, or a byte offset into the constants or workspace."""
-
-    place: Place
-    offset: int
-
-
-@dataclass(frozen=True)
-class Call:
-    """One step of the network: ``function(slots...)`` for graph node ``node``."""
-
-    function: str
-    node: str
-    slots: tuple[Slot, ...]
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """What the manifest and ``tasks`` report about one kernel function."""
-
-    function: str
-    kind: str
-    nodes: tuple[str, ...]
-    flops: int
-    template: str | None = None
-
-
-@dataclass
-class Program:
-    """A network ready to be compiled: its C source (every kernel and the entry point), the calls, and the memory
-    they use."""
-
-    name: str
-    inputs: tuple[ArgSpec, ...]
-    outputs: tuple[ArgSpec, ...]
-    source: str = field(repr=False)
-    calls: list[Call]
-    constants: list[tuple[int, np.ndarray]] = field(repr=False)  # (offset, array) in the arena
-    constants_bytes: int
-    workspace_bytes: int
-    kernels: list[KernelInfo]
-    buffers_bytes: int = 0  # what the workspace buffers would take without sharing memory
-
-    def constant_arena(self) -> np.ndarray:
-        """The constants packed into one array of bytes (laid out at their offsets)."""
-        arena = np.zeros(self.constants_bytes, np.uint8)
-        for off, a in self.constants:
-            raw = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
-            arena[off:off + raw.size] = raw
-        return arena
-
-
-def entry_source(calls_: list[Call], functions: list[PrimFunc], n_inputs: int, n_outputs: int) -> str:
-    """``network_run``, and ``network_profile``: the same calls, each timed into ``seconds[call]``."""
-    n_io = n_inputs + n_outputs
-    params = {f.name: list(f.args) + list(f.workspaces) for f in functions}
-    calls = []
-    for call in calls_:
-        exprs = []
-        for slot, buf in zip(call.slots, params[call.function]):
-            ctype = buf.dtype.c_type
-            if slot.place is Place.INPUT:
-                exprs.append(f"({ctype}*)args[{slot.offset}]")
-            elif slot.place is Place.OUTPUT:
-                exprs.append(f"({ctype}*)args[{n_inputs + slot.offset}]")
-            else:
-                base = "tt_const" if slot.place is Place.CONSTANT else "tt_work"
-                exprs.append(f"({ctype}*)({base} + {slot.offset})")
-        calls.append((f"{call.function}({', '.join(exprs + ['num_threads'])});", call.node))
-    head = [f"  char* tt_const = (char*)args[{n_io}];", f"  char* tt_work = (char*)args[{n_io + 1}];",
-            "  if (num_threads < 1) num_threads = 1;"]
-    lines = [f"int32_t {ENTRY}(void** args, int32_t num_threads) {{", *head]
-    lines += [f"  {code}  // {node}" for code, node in calls]
-    lines += ["  return 0;", "}", "", "#include <time.h>", "static double tt_now(void) {",
-              "  struct timespec t;", "  clock_gettime(CLOCK_MONOTONIC, &t);",
-              "  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;", "}", "",
-              f"int32_t {PROFILE_ENTRY}(void** args, int32_t num_threads, double* seconds) {{", *head,
-              "  double t0 = tt_now(), t1;"]
-    for k, (code, node) in enumerate(calls):
-        lines += [f"  {code}  // {node}", f"  t1 = tt_now(); seconds[{k}] += t1 - t0; t0 = t1;"]
-    lines += ["  return 0;", "}"]
-    return "\n".join(lines)
-
+from .plan import Call, KernelInfo, Place, Program, Slot
 
 # ------------------------------------------------------------------------------------------- building
+
+def default_kernel(g: Graph, node: Node, target: Target) -> KernelDef:
+    """The node's kernel with its default schedule (``Op.kernel``)."""
+    return node.op.kernel(g, node, target)
+
 
 def _roots(g: Graph) -> dict[str, str]:
     """Value -> the value whose memory it shares (itself unless an alias node made it)."""
     root = {name: name for name in g.values}
     for node in g.nodes:
-        if is_alias(g, node):
+        if node.op.is_alias(g, node):
             root[node.outputs[0]] = root[node.inputs[0]]
     return root
 
@@ -160,14 +70,11 @@ class _Steps:
 
 def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef]) -> _Steps:
     root = _roots(g)
-    expansions = fused_expansions(g, target)
-    fused = {pw.name for pw in expansions.values()}
-    steps = [(node.name, expand_depthwise_kernel(g, expansions[node.name], node, target) if node.name in expansions
-              else choose(g, node, target)) for node in g.nodes if not is_alias(g, node) and node.name not in fused]
+    steps = [(node.name, choose(g, node, target)) for node in g.nodes if not node.op.is_alias(g, node)]
     # a kernel whose output no kernel reads, no alias passes on and no graph output is does not run: a relayout whose
     # readers read its source and block it themselves (conv.plain_source)
     read = {arg.value for _, kd in steps for arg in kd.args[:-1] if arg.value is not None}
-    read |= {i for node in g.nodes if is_alias(g, node) for i in node.inputs}
+    read |= {i for node in g.nodes if node.op.is_alias(g, node) for i in node.inputs}
     steps = [(name, kd) for name, kd in steps if kd.args[-1].value in read or kd.args[-1].value in g.outputs]
     # graph outputs: written in place by their producer, or copied when their memory is not theirs alone
     output_of: dict[str, int] = {}
@@ -200,14 +107,14 @@ def place_constants(steps: list[tuple[str, KernelDef]]) -> tuple[list[tuple[int,
 def build_program(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef] | None = None,
                   use_cache: bool = True) -> Program:
     """Kernels for every node of ``g`` (``choose`` may pick a tuned one; default schedules otherwise), lowered
-    once per distinct kernel, with their calls and memory planned, and the C source of it all.
+    once per distinct kernel, with their calls and memory planned, and the source the target's backend emits for
+    it all (``backends.py``; a ``NetworkCompileError`` for a target kind it has no backend for).
 
     Lowering and code generation are skipped when a program with the same kernels was built before on this
     machine (``cache.py``); only the constants are packed again.
     """
-    from . import cache
-
-    st = network_steps(g, target, choose or declare)
+    backend = network_backend(target)
+    st = network_steps(g, target, choose or default_kernel)
     constants, const_at, const_bytes = place_constants(st.steps)
     specs = (tuple(_spec(g, i) for i in g.inputs), tuple(_spec(g, o) for o in g.outputs))
     key = cache.program_key(g, target, st) if use_cache else None
@@ -216,7 +123,7 @@ def build_program(g: Graph, target: Target, choose: Callable[[Graph, Node, Targe
         if hit is not None:
             return Program(g.name, *specs, hit.source, hit.calls, constants, const_bytes, hit.workspace_bytes,
                            hit.kernels, hit.buffers_bytes)
-    program = _lower_and_plan(g, target, st, specs, constants, const_at, const_bytes)
+    program = _lower_and_plan(g, target, st, specs, constants, const_at, const_bytes, backend.emit)
     if key is not None:
         cache.store(key, program)
     return program
@@ -227,7 +134,7 @@ def _spec(g: Graph, name: str) -> ArgSpec:
     return ArgSpec(name, v.shape, v.dtype, is_output=name in g.outputs)
 
 
-def _lower_and_plan(g: Graph, target: Target, st: _Steps, specs, constants, const_at, const_bytes) -> Program:
+def _lower_and_plan(g: Graph, target: Target, st: _Steps, specs, constants, const_at, const_bytes, emit) -> Program:
     steps, root, output_of, input_of = st.steps, st.root, st.output_of, st.input_of
     # one lowered function per distinct kernel
     functions: list[tuple[PrimFunc, Analyzer]] = []
@@ -258,7 +165,7 @@ def _lower_and_plan(g: Graph, target: Target, st: _Steps, specs, constants, cons
     for r, i in first_write.items():
         if r not in output_of and r not in input_of:
             v = g.values[r]
-            size = math.prod(v.layout.storage_shape(v.shape)) * np.dtype(v.dtype).itemsize
+            size = math.prod(v.layout.storage_shape(v.shape)) * v.type.dt.bytes
             buffers.append(Buffer(r, size, i, max(i, last_read.get(r, i))))
     for i, k in enumerate(chosen):
         for w in functions[k][0].workspaces:
@@ -283,8 +190,6 @@ def _lower_and_plan(g: Graph, target: Target, st: _Steps, specs, constants, cons
             slots.append(Slot(Place.WORKSPACE, plan.offsets[f"{i}:{w.name}"]))
         calls.append(Call(functions[k][0].name, node_name, tuple(slots)))
 
-    main = entry_source(calls, [f for f, _ in functions], len(specs[0]), len(specs[1]))
-    source = codegen_c_unit(functions, target, main,
-                            comment=f"network '{g.name}': {len(calls)} calls of {len(functions)} kernels")
+    source = emit(g.name, functions, calls, len(specs[0]), len(specs[1]), target)
     return Program(g.name, *specs, source, calls, constants, const_bytes, plan.total, kernels,
                    sum(align(b.size) for b in buffers))

@@ -21,26 +21,20 @@ import os
 import warnings
 
 from ..autotvm.record import Record, RecordWarning, load_records, task_records
-from ..autotvm.space import ConfigEntity
 from ..autotvm.task import Task
-from ..errors import TensortuneError
 from ..dtype import DType
+from ..errors import TensortuneError
+from ..graph.errors import NetworkCompileError
 from ..graph.ir import Graph, Node
-from ..graph.ops import Dense
-from ..graph.tasks import DEFAULT_TEMPLATE, DEPTHWISE_TEMPLATE, WINOGRAD_TEMPLATE, is_flat, node_tasks
+from ..operators.conv_tasks import BlockMismatch, is_default, node_blocks
+from ..operators.kernel import KernelDef
 from ..target import Target
-from .conv import conv_blocks, conv_kind, conv_operator, is_blocked_conv, winograd_operator
-from .declare import declare
-from .kernels import KernelArgs, KernelDef, NetworkCompileError
 from .layouts import record_blocks, runs_with
+from .refinements import latest_choice, layer_tag, network_fingerprint
 
 
 class TunedLayoutWarning(RecordWarning):
     """A tuned config was left out: its template blocks channels differently from the network's layout."""
-
-
-class _BlockMismatch(TensortuneError):
-    pass
 
 
 class TunedKernels:
@@ -101,8 +95,6 @@ class TunedKernels:
         log has none."""
         if not self.in_network or not tasks:
             return None
-        from .refine import latest_choice, layer_tag, network_fingerprint
-
         if self._fingerprint is None or self._fingerprint[0] is not g:
             self._fingerprint = (g, network_fingerprint(g, self.target))
         # the records of this node's layer, and those of a refinement written before layers had blocks (the same
@@ -110,8 +102,10 @@ class TunedKernels:
         return latest_choice(self.in_network, (layer_tag(self._fingerprint[1], blocks), self._fingerprint[1]), tasks)
 
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        tasks = node_tasks(g, node, target)
-        blocks = _blocks(g, node)
+        tasks = node.op.tasks(g, node, target)
+        if not tasks:
+            return node.op.kernel(g, node, target)
+        blocks = node_blocks(g, node)
         refined = self.refined_choice(g, tasks, blocks)
         if refined is not None:
             self.refined.append(node.name)
@@ -119,68 +113,27 @@ class TunedKernels:
         else:
             found = [(rec.cost, k, task, rec.config_index) for k, task in enumerate(tasks)
                      if (rec := self.best_record(task, blocks)) is not None]
-            if all(task.name == DEFAULT_TEMPLATE for _, _, task, _ in found):  # no tuned config runs these blocks
+            if all(is_default(task) for _, _, task, _ in found):  # no tuned config runs these blocks
                 other = [(task, rec) for task in tasks
-                         if task.name != DEFAULT_TEMPLATE and (rec := self.best_record(task)) is not None]
+                         if not is_default(task) and (rec := self.best_record(task)) is not None]
                 if other:
                     task, rec = other[0]
                     given = record_blocks(task, rec.config, max(1, target.lanes(DType.float32)))
                     warnings.warn(f"node '{node.name}': the tuned configs block channels by {given[0]}/{given[1]}, "
                                   f"the network's layout by {blocks[0]}/{blocks[1]}; using its default schedule",
                                   TunedLayoutWarning, stacklevel=2)
-                    return declare(g, node, target)
+                    return node.op.kernel(g, node, target)
                 if not found:
-                    return declare(g, node, target)
+                    return node.op.kernel(g, node, target)
             _, _, task, index = min(found)  # the fastest alternative; on a tie, the first (the direct convolution)
-        if task.name == DEFAULT_TEMPLATE:
+        if is_default(task):
             self.kept_default.append(node.name)
-            return declare(g, node, target)
+            return node.op.kernel(g, node, target)
         try:
-            kd = tuned_conv(g, node, task, index)
-        except _BlockMismatch as e:
+            kd = node.op.tuned_kernel(g, node, task, index)
+        except BlockMismatch as e:
             warnings.warn(f"node '{node.name}': {e}; using its default schedule", TunedLayoutWarning, stacklevel=2)
-            return declare(g, node, target)
+            return node.op.kernel(g, node, target)
         self.applied[node.name] = (task.name, index)
         self.applied_task[node.name] = task
         return kd
-
-
-def _blocks(g: Graph, node: Node) -> tuple[int, int] | None:
-    """The channel blocks of a convolution's input and output in the planned layout; None for a dense layer, which
-    runs any."""
-    if isinstance(node.op, Dense):
-        return None
-    return g.values[node.inputs[0]].layout.block, g.values[node.outputs[0]].layout.block
-
-
-def _config(task: Task, index: int) -> ConfigEntity:
-    return ConfigEntity(task.space, index, task.target)
-
-
-def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
-    """The fused convolution (or dense layer) of ``node`` scheduled by config ``index`` of its task."""
-    lanes = max(1, task.target.lanes(DType.float32))
-    if not is_blocked_conv(g, node, lanes):
-        raise _BlockMismatch("the convolution does not run in the blocked layout")
-    a = KernelArgs(g)
-    blocks = conv_blocks(g, node, lanes)
-    one_row = is_flat(g, node, task)  # the task of its pixels as one row (graph.tasks.flat_args)
-
-    def declare_fused(*args, **options):
-        # called like ops.conv2d_nchwc_packed (..., icb, ocb, dtype, ow_tile=), ops.conv2d_winograd_nchwc (..., tile,
-        # icb, ocb, dtype, p_tile=, target=) or ops.depthwise_conv2d_nchwc_packed (..., cb, dtype): the template's
-        # blocks must be the layout's
-        given = (args[-2], args[-2]) if task.name == DEPTHWISE_TEMPLATE else tuple(args[-3:-1])
-        if isinstance(node.op, Dense):  # plain [M, K] and [M, N] are 1x1 images in any blocks
-            return conv_operator(g, node, a, lanes, dense_blocks=given, **options)
-        if given != blocks:
-            raise _BlockMismatch(f"the tuned config blocks channels by {given[0]}/{given[1]}, the network's layout by "
-                                 f"{blocks[0]}/{blocks[1]}")
-        if task.name == WINOGRAD_TEMPLATE:
-            return winograd_operator(g, node, a, lanes, args[-4], **options)
-        return conv_operator(g, node, a, lanes, one_row=one_row, **options)
-
-    s, op = task.template.fn(_config(task, index), *task.args, declare=declare_fused)
-    kd = a.done(conv_kind(g, node), node, op.output, s, op.flops, extra_key=(task.name, one_row, index))
-    kd.template = task.name
-    return kd

@@ -2,45 +2,29 @@
 
 The network's tasks are those of ``tensortune tasks`` (each distinct fused convolution, depthwise
 convolution or dense layer a template computes, with its number of occurrences; in the group of its
-direct task, the Winograd alternative of a 3x3, stride-1 convolution and the layer's untuned kernel; not the
-nodes of a 1x1 expansion fused into its depthwise convolution, whose kernel runs no tuned config);
+direct task, the Winograd alternative of a 3x3, stride-1 convolution and the layer's untuned kernel; a fused
+node such as a 1x1 expansion computed by its depthwise convolution has no task: its kernel runs no tuned config);
 the ``TaskScheduler`` gives each round of trials to the task expected to lower the network's latency
 most. One log holds every task's records; ``tensortune compile --log`` then uses them.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from typing import Mapping, Sequence
 
 from ..autotvm.scheduler import NetworkTuneResult, TaskScheduler, WeightedTask
 from ..autotvm.tune import TuneError
-from ..graph.ir import Graph
-from ..graph.tasks import DEFAULT_TEMPLATE, NetworkTask, extract_tasks
+from ..operators.conv_tasks import is_default
 from ..target import Target
 from .compile_model import optimized_graph
-from .expansion import fused_expansions
+from .tasks import NetworkTask, extract_tasks
 
 
 def network_tasks(model, target: Target, shapes: Mapping[str, Sequence[int]] | None = None) -> list[NetworkTask]:
     """The tuning tasks of ``model`` (a path, bytes, ``ModelProto`` or ``Graph``) for ``target``
-    (``tunable_tasks``)."""
-    return tunable_tasks(optimized_graph(model, target, shapes), target)
-
-
-def tunable_tasks(g: Graph, target: Target) -> list[NetworkTask]:
-    """The tasks of an optimized graph (``graph.tasks.extract_tasks``) without the nodes of a 1x1 expansion fused
-    into the depthwise convolution that reads it (``expansion.fused_expansions``): their kernel is the fused one,
-    which runs no config of either node's task, so trials on them would be spent for nothing. A task left with no
-    node is dropped."""
-    fused = {name for dw, pw in fused_expansions(g, target).items() for name in (dw, pw.name)}
-    kept = []
-    for t in extract_tasks(g, target):
-        nodes = tuple(n for n in t.nodes if n not in fused)
-        if nodes:
-            kept.append(t if len(nodes) == len(t.nodes) else dataclasses.replace(t, nodes=nodes))
-    return kept
+    (``tasks.extract_tasks`` of its optimized graph)."""
+    return extract_tasks(optimized_graph(model, target, shapes), target)
 
 
 def weighted_tasks(tasks: Sequence[NetworkTask]) -> list[WeightedTask]:
@@ -50,7 +34,7 @@ def weighted_tasks(tasks: Sequence[NetworkTask]) -> list[WeightedTask]:
     from the start, and every tuned config has the default to beat."""
     items = [WeightedTask(task, t.occurrences, t.workload if t.alternatives else None)
              for t in tasks for task in t.tasks]
-    return sorted(items, key=lambda w: w.task.name != DEFAULT_TEMPLATE)  # stable: otherwise in the tasks' order
+    return sorted(items, key=lambda w: not is_default(w.task))  # stable: otherwise in the tasks' order
 
 
 def tune_model(model, n_trial: int, log_file: str | os.PathLike, target: Target | None = None,

@@ -62,9 +62,12 @@ class Expr:
         return cast(dtype, self)
 
     def __str__(self) -> str:
-        from ..ir.printer import expr_str  # one printer for expressions and loop IR
+        return self.text()[0]
 
-        return expr_str(self)
+    def text(self) -> tuple[str, int]:
+        """Readable Python-like text of the expression and its precedence (higher binds tighter; ``ATOM`` for
+        names, literals and calls): ``str(expr)``, and what the loop IR printer writes."""
+        return repr(self), ATOM
 
 
 class BinOp(Enum):
@@ -89,13 +92,65 @@ class CmpOp(Enum):
     GE = ">="
 
 
+#: precedence of names, literals and calls in printed expressions (``Expr.text``)
+ATOM = 9
+_PREC = {BinOp.OR: 1, BinOp.AND: 2, BinOp.ADD: 4, BinOp.SUB: 4, BinOp.MUL: 5, BinOp.DIV: 5, BinOp.FLOORDIV: 5,
+         BinOp.FLOORMOD: 5}
+_CMP_PREC = 3
+
+
+def wrap(e: "Expr", min_prec: int, right: bool = False) -> str:
+    """``e``'s text, in parentheses where its precedence is below ``min_prec`` (or equal, on the right)."""
+    s, p = e.text()
+    return f"({s})" if p < min_prec or (right and p == min_prec) else s
+
+
+_SUFFIX = {DType.float64: "f64"}
+
+
 class MathFunc(Enum):
+    """Elementwise math functions of one argument. What each means and how it is computed is one row of
+    ``MATH_FUNCTIONS``, which constant folding, the graph interpreter and the C and CUDA code generators read."""
+
     EXP = "exp"
     LOG = "log"
     SQRT = "sqrt"
     TANH = "tanh"
     ABS = "abs"
     FLOOR = "floor"
+
+
+@dataclass(frozen=True)
+class MathImpl:
+    """How a math function is computed: ``numpy`` on arrays, ``c`` the C99 function of doubles (the float
+    version adds ``f``; CUDA has the same names); ``ints``: whether it takes integers too (the C of an integer
+    argument is then ``c_int``, an expression of ``x``, or ``wrapped``: ``x`` in parentheses where needed)."""
+
+    numpy: Callable[[Any], Any]
+    c: str
+    ints: bool = False
+    c_int: str = ""
+
+
+def _np(name: str) -> Callable[[Any], Any]:
+    def fn(x):
+        import numpy as np
+
+        return getattr(np, name)(x)
+
+    fn.__name__ = name
+    return fn
+
+
+#: the one table of math functions (see ``MathFunc``)
+MATH_FUNCTIONS: dict[MathFunc, MathImpl] = {
+    MathFunc.EXP: MathImpl(_np("exp"), "exp"),
+    MathFunc.LOG: MathImpl(_np("log"), "log"),
+    MathFunc.SQRT: MathImpl(_np("sqrt"), "sqrt"),
+    MathFunc.TANH: MathImpl(_np("tanh"), "tanh"),
+    MathFunc.ABS: MathImpl(_np("abs"), "fabs", ints=True, c_int="({x} < 0 ? -{wrapped} : {wrapped})"),
+    MathFunc.FLOOR: MathImpl(_np("floor"), "floor"),
+}
 
 
 class Reducer(Enum):
@@ -125,6 +180,9 @@ class Var(Expr):
         return self.uid
 
 
+    def text(self) -> tuple[str, int]:
+        return self.name, ATOM
+
 @dataclass(frozen=True, slots=True)
 class Const(Expr):
     """A literal of a given dtype."""
@@ -142,6 +200,12 @@ class Const(Expr):
         elif self.dtype is DType.bool:
             object.__setattr__(self, "value", int(bool(self.value)))
 
+
+    def text(self) -> tuple[str, int]:
+        if self.dtype.is_float:
+            v = repr(self.value)
+            return (v if self.dtype is DType.float32 else f"{v}{_SUFFIX.get(self.dtype, self.dtype.value)}"), ATOM
+        return str(self.value), ATOM if self.value >= 0 else 6
 
 def _check_same_dtype(op: str, a: Expr, b: Expr) -> None:
     if a.dtype != b.dtype:
@@ -179,6 +243,12 @@ class Binary(Expr):
         return self.a.dtype
 
 
+    def text(self) -> tuple[str, int]:
+        if self.op in (BinOp.MIN, BinOp.MAX):
+            return f"{self.op.value}({self.a}, {self.b})", ATOM
+        p = _PREC[self.op]
+        return f"{wrap(self.a, p)} {self.op.value} {wrap(self.b, p, right=True)}", p
+
 @dataclass(frozen=True, slots=True)
 class Compare(Expr):
     """A comparison; its dtype is bool."""
@@ -195,6 +265,9 @@ class Compare(Expr):
         return DType.bool
 
 
+    def text(self) -> tuple[str, int]:
+        return f"{wrap(self.a, _CMP_PREC + 1)} {self.op.value} {wrap(self.b, _CMP_PREC + 1)}", _CMP_PREC
+
 @dataclass(frozen=True, slots=True)
 class Not(Expr):
     a: Expr
@@ -207,6 +280,9 @@ class Not(Expr):
     def dtype(self) -> DType:
         return DType.bool
 
+
+    def text(self) -> tuple[str, int]:
+        return f"!{wrap(self.a, 8)}", 8
 
 @dataclass(frozen=True, slots=True)
 class Select(Expr):
@@ -230,6 +306,9 @@ class Select(Expr):
         return self.true_value.dtype
 
 
+    def text(self) -> tuple[str, int]:
+        return f"select({self.cond}, {self.true_value}, {self.false_value})", ATOM
+
 @dataclass(frozen=True, slots=True)
 class Cast(Expr):
     to: DType
@@ -239,6 +318,9 @@ class Cast(Expr):
     def dtype(self) -> DType:
         return self.to
 
+
+    def text(self) -> tuple[str, int]:
+        return f"{self.to.value}({self.value})", ATOM
 
 @dataclass(frozen=True, slots=True)
 class Call(Expr):
@@ -250,7 +332,7 @@ class Call(Expr):
     def __post_init__(self):
         if len(self.args) != 1:
             raise ExprError(f"{self.func.value} takes one argument, got {len(self.args)}")
-        if self.func is not MathFunc.ABS and not self.args[0].dtype.is_float:
+        if not MATH_FUNCTIONS[self.func].ints and not self.args[0].dtype.is_float:
             raise DTypeError(f"{self.func.value} needs a float argument, got {self.args[0].dtype}")
         _computes_in(self.func.value, self.args[0])
 
@@ -258,6 +340,9 @@ class Call(Expr):
     def dtype(self) -> DType:
         return self.args[0].dtype
 
+
+    def text(self) -> tuple[str, int]:
+        return f"{self.func.value}({', '.join(str(a) for a in self.args)})", ATOM
 
 @dataclass(frozen=True, slots=True)
 class IterVar:
@@ -316,6 +401,9 @@ class TensorRead(Expr):
         return self.tensor.dtype
 
 
+    def text(self) -> tuple[str, int]:
+        return f"{self.tensor.name}[{', '.join(str(i) for i in self.indices)}]", ATOM
+
 @dataclass(frozen=True, slots=True)
 class Reduce(Expr):
     """A reduction of ``source`` over ``axes`` with a commutative ``combiner``."""
@@ -347,6 +435,10 @@ class Reduce(Expr):
         bits = 8 * dt.bytes - 1
         return const(-(2**bits) if self.combiner is Reducer.MAX else 2**bits - 1, dt)
 
+
+    def text(self) -> tuple[str, int]:
+        axes = ", ".join(f"{a.name}:{a.extent}" for a in self.axes)
+        return f"{self.combiner.value}({self.source}, axis=[{axes}])", ATOM
 
 # ---------------------------------------------------------------------------
 # construction helpers
@@ -442,6 +534,11 @@ def _math(func: MathFunc) -> Callable[[ExprLike], Expr]:
     f.__name__ = func.value
     f.__doc__ = f"Elementwise {func.value}."
     return f
+
+
+def call(func: MathFunc, x: ExprLike) -> Expr:
+    """``func(x)`` elementwise (``exp``, ``log``... are this for one function each)."""
+    return Call(func, (as_expr(x),))
 
 
 exp = _math(MathFunc.EXP)

@@ -38,8 +38,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ...errors import TensortuneError
 from ...target import Target
+from .cluster_common import ClusterError, check_address, device_resource, unreachable
 from .measure import MeasureOptions, MeasureStats
 from .result import ErrorKind, MeasureInput, MeasureResult
 
@@ -52,19 +52,8 @@ INSTALL_HINT = 'pip install "tensortune[cluster]"'
 POLL_S = 2.0  # how often a waiting measure() checks that the cluster still has the devices it waits for
 
 
-class ClusterError(TensortuneError, RuntimeError):
-    """The cluster cannot be used: Dask is missing, the scheduler cannot be reached, or a worker is unfit."""
-
-
 class NoMatchingWorkerError(ClusterError):
     """No worker of the cluster measures the target of a task (none was started for it, or all died)."""
-
-
-def device_resource(target: Target) -> str:
-    """The Dask resource a worker advertises to measure for ``target``: a readable name made from every word
-    of the target's string form, e.g. ``device:c:isa-avx2:cores-8:arch-x86_64:native``."""
-    words = [w.lstrip("-").replace("=", "-") for w in str(target).split()]
-    return ":".join(["device", *words])
 
 
 def require_distributed() -> Any:
@@ -276,26 +265,6 @@ def _connect(distributed: Any, address: str, timeout: float) -> Client:
         return distributed.Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as e:
         raise unreachable(address, timeout, e) from None
-
-
-def check_address(address: str) -> None:
-    """Raise ``ClusterError`` unless ``address`` reads as a scheduler's address (``tcp://HOST:PORT``, or any
-    other protocol Dask knows, e.g. ``inproc://`` in one process).
-
-    Checked before Dask sees it: a ``Client`` that fails on a malformed address blocks the interpreter's exit."""
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    try:
-        protocol, location = parse_address(address)
-        if protocol in ("tcp", "tls"):
-            parse_host_port(location)
-    except ValueError as e:
-        raise ClusterError(f"malformed scheduler address {address!r} ({e}); write it as tcp://HOST:PORT") from None
-
-
-def unreachable(address: str, timeout: float, error: BaseException) -> ClusterError:
-    return ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({error}); start one "
-                        f"with 'dask scheduler' and pass the address it prints")
 
 
 def _no_worker_message(missing: list[str], have: dict[str, list[str]], timeout: float, pending: int) -> str:

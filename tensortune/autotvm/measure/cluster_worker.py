@@ -16,7 +16,7 @@ from distributed import Worker, WorkerPlugin, get_worker
 
 from ...target import Target
 from .builder import BuildOptions, LocalBuilder
-from .cluster import ClusterError, check_address, device_resource, unreachable
+from .cluster_common import ClusterError, check_address, device_resource, unreachable
 from .result import BuildResult, MeasureInput, MeasureResult
 from .runner import LocalRunner, RunOptions
 

@@ -24,6 +24,7 @@ from ...schedule import Axis, Schedule, StageHandle, create_schedule
 from ...target import CACHE_LINE, Target
 from ..space import SplitEntity
 from ..task import template
+from ..workload import Conv2d, DepthwiseConv2d
 
 
 #: the most vectors of output channels a register tile of the packed template holds: more than the widest block, so
@@ -114,7 +115,7 @@ def _out_size(H: int, W: int, K: int, stride: int, pad: int, what: str) -> tuple
     return conv_out_size(H, K, stride, pad, what), conv_out_size(W, K, stride, pad, what)
 
 
-@template("conv2d_nchwc")
+@template("conv2d_nchwc", workload=Conv2d, layout="NCHW")
 def conv2d_nchwc_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
                           dtype: str = "float32"):
     """NCHW[x]c conv2d: input channels blocked (tile_ic), output channels in vector lanes (tile_oc)."""
@@ -127,7 +128,7 @@ def conv2d_nchwc_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, s
     return _schedule(cfg, op, "tile_oc", list(cfg["reorder_reduce"].perm)), op
 
 
-@template("conv2d_nchw_spatial_pack")
+@template("conv2d_nchw_spatial_pack", workload=Conv2d, layout="NCHW", default=True)
 def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
                                  pad: int = 0, dtype: str = "float32"):
     """Spatial-pack conv2d: NCHW input read in place, output channels in vector lanes (tile_oc)."""
@@ -147,19 +148,34 @@ def conv2d_spatial_pack_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     return s, op
 
 
-@template("conv2d_nchwc_packed")
+def packed_config_blocks(config, wl, lanes: int) -> tuple[int, int]:
+    """The (input, output) channel blocks of a ``conv2d_nchwc_packed`` config (records written before the block
+    knobs: the default blocks)."""
+    icb, ocb = packed_blocks(wl.C, wl.O, lanes)
+    return config.get("block_in", icb), config.get("block_out", ocb)
+
+
+def outer_parallel_kind(config) -> tuple:
+    """How a ``conv2d_nchwc_packed`` config shares work among threads: the outer loop run in parallel (the first of
+    ``reorder_outer``: output-channel tiles, rows or columns) and how many are fused (``parallel``)."""
+    order = config.get("reorder_outer")
+    return (order[0], config.get("parallel")) if order else ()
+
+
+@template("conv2d_nchwc_packed", workload=Conv2d, layout="NCHWc", network=True, channel_blocks=packed_config_blocks,
+          config_kind=outer_parallel_kind)
 def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
                                  pad: int = 0, dtype: str = "float32", declare=None):
     """Conv2d on NCHW[x]c tensors (layout transforms outside the kernel, as inside a network).
 
-    The register tile is ``tile_ow`` columns x ``tile_oc`` vectors of output channels (counted in the default
-    blocks: one vector, or all channels when they do not divide into vectors), accumulated in a local buffer over
-    (input-channel block, kh, kw) in the order ``reorder_reduce`` and the channels of each input block, then
-    written back once. ``block_in`` and ``block_out`` are the channel blocks of the input and output layouts (one
-    vector or two, ``ops.block_choices``): a network plans its layout per layer from them (``network.layouts``).
-    ``declare``, called like ``ops.conv2d_nchwc_packed`` (with the blocks and ``ow_tile``), makes the operator to
-    schedule instead: one with the same axes and parts plus an elementwise epilogue (a network's fused
-    convolution), inlined into the output.
+    The register tile is ``tile_ow`` columns x ``tile_oc`` vectors of output channels (counted in the default blocks:
+    one vector, or all channels when they do not divide into vectors), accumulated in a local buffer over (input-channel
+    block, kh, kw) in the order ``reorder_reduce`` and the channels of each input block, then written back once.
+    ``block_in`` and ``block_out`` are the channel blocks of the input and output layouts (one vector or two,
+    ``ops.block_choices``): a network plans its layout per layer from them (``network.layouts``). ``declare``, called
+    like ``ops.conv2d_nchwc_packed`` with keywords (the blocks ``icb`` and ``ocb``, and ``ow_tile``), makes the operator
+    to schedule instead: one with the same axes and parts plus an elementwise epilogue (a network's fused convolution),
+    inlined into the output.
     """
     target = cfg.target
     lanes = target.lanes(dtype)
@@ -180,8 +196,8 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     cfg.add_filter(lambda c: c["tile_oc"].size[-1] % (c["block_out"] // base_ocb) == 0)  # whole output blocks
 
     icb, ocb = cfg["block_in"], cfg["block_out"]
-    op = (declare or conv2d_nchwc_packed)(N, C, H, W, O, K, stride, pad, icb, ocb, dtype,
-                                          ow_tile=cfg["tile_ow"].size[-1])
+    op = (declare or conv2d_nchwc_packed)(N=N, C=C, H=H, W=W, O=O, K=K, stride=stride, pad=pad, icb=icb, ocb=ocb,
+                                          dtype=dtype, ow_tile=cfg["tile_ow"].size[-1])
     s = create_schedule(op.output)
     out, acc = s[op.output], s[local_accumulator(s, op)]
     parallel_input_transform(s, op)
@@ -224,7 +240,7 @@ def _prefetch_weights(out: StageHandle, acc: StageHandle, oco: Axis, xm: Axis, i
         acc.prefetch(weights, holder, ico)
 
 
-@template("depthwise_conv2d_nchwc")
+@template("depthwise_conv2d_nchwc", workload=DepthwiseConv2d, layout="NCHW", default=True)
 def depthwise_conv2d_template(cfg, N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
                               dtype: str = "float32"):
     """Depthwise conv2d with channels blocked into vector lanes (tile_c)."""

@@ -18,7 +18,9 @@ from ...ops.conv import conv_out_size
 from ...schedule import Axis, Schedule, StageHandle, create_schedule
 from ...te import Tensor
 from ..space import SplitEntity
+from ...target import TargetKind
 from ..task import template
+from ..workload import Conv2d, DepthwiseConv2d, Matmul
 
 MAX_ACCUMULATORS = 64  # floats of one thread's register tile (of 255 registers a thread may have)
 MAX_THREADS_PER_AXIS = 32  # threads per block along one output axis
@@ -61,7 +63,7 @@ def _shared_bytes(*tiles: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- matmul
 
-@template("matmul_cuda")
+@template("matmul_cuda", workload=Matmul, targets=(TargetKind.CUDA,), default=True)
 def matmul_cuda_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
     """C = A @ B on a GPU: block tiles of C, per-thread register tiles, A and B tiles staged in shared memory."""
     limit = cfg.target.gpu.shared_memory_per_block
@@ -209,7 +211,7 @@ def _define_conv_knobs(cfg, channels: int, oh: int, ow: int, K: int, C: int | No
     cfg.define_knob("unroll_rx", [True, False])
 
 
-@template("conv2d_nchw_cuda")
+@template("conv2d_nchw_cuda", workload=Conv2d, layout="NCHW", targets=(TargetKind.CUDA,), default=True)
 def conv2d_nchw_cuda_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
                               dtype: str = "float32"):
     """Direct NCHW conv2d on a GPU: block tiles of (channels, rows, columns), staged input and weight tiles."""
@@ -220,7 +222,8 @@ def conv2d_nchw_cuda_template(cfg, N: int, C: int, H: int, W: int, O: int, K: in
     return _conv_schedule(cfg, op, depthwise=False), op
 
 
-@template("depthwise_conv2d_nchw_cuda")
+@template("depthwise_conv2d_nchw_cuda", workload=DepthwiseConv2d, layout="NCHW", targets=(TargetKind.CUDA,),
+          default=True)
 def depthwise_conv2d_nchw_cuda_template(cfg, N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
                                         dtype: str = "float32"):
     """Depthwise NCHW conv2d on a GPU: block tiles of (channels, rows, columns), staged input and weight tiles."""

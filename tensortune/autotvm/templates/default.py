@@ -1,47 +1,75 @@
 """The untuned kernel of a network layer as a task of its own: the schedule a network compiles with no tuning log.
 
-A network's tuner measures it beside the layer's templates (``graph.tasks.node_tasks``), with the same measurer
-and in the same run, so that compiling with the log keeps the default wherever no tuned config beat it: a
-template's best after a few hundred trials can be slower than the hand-written default, and then tuning must
-not make the network slower. The space has one config (no knobs).
+A network's tuner measures it beside the layer's templates (``operators.conv_tasks.node_tasks``), with the same
+measurer and in the same run, so that compiling with the log keeps the default wherever no tuned config beat it: a
+template's best after a few hundred trials can be slower than the hand-written default, and then tuning must not
+make the network slower. The space has one config (no knobs).
 
-Arguments: the name of the layer's template, then that template's arguments. A convolution
-(``conv2d_nchwc_packed``) runs as the network runs it untuned: a Winograd kernel with the default tile size
-where ``ops.winograd.default_tile_size`` says so, else the direct convolution under ``default_blocked_schedule``;
-a depthwise convolution (``depthwise_conv2d_nchwc_packed``) under ``default_blocked_schedule``.
+Its workload is a ``DefaultKernel``: the name of the layer's template (a channel-blocked convolution or depthwise
+convolution template), then that template's arguments. A convolution runs as the network runs it untuned: a
+Winograd kernel with the default tile size where ``ops.winograd.default_tile_size`` says so, else the direct
+convolution under ``default_blocked_schedule``; a depthwise convolution under ``default_blocked_schedule``.
 """
 from __future__ import annotations
 
-from ...dtype import DType
 from ...errors import ShapeError
 from ...ops import conv2d_nchwc_packed, packed_blocks
 from ...ops.depthwise_packed import depthwise_conv2d_nchwc_packed
 from ...ops.schedule_helpers import default_blocked_schedule
 from ...ops.winograd import conv2d_winograd_nchwc, default_tile_size
-from ..task import template
+from ..task import TEMPLATES, template
+from ..workload import Conv2d, DefaultKernel, DepthwiseConv2d
 
-#: the templates whose layers have a default task, and how many arguments each takes
-OF_TEMPLATES = {"conv2d_nchwc_packed": 8, "depthwise_conv2d_nchwc_packed": 7}
+NAME = "nchwc_default"
 
 
-@template("nchwc_default")
-def default_template(cfg, of: str, *args, dtype: str = "float32"):
-    """The default (untuned) kernel of a layer that template ``of`` computes with arguments ``args``."""
-    if OF_TEMPLATES.get(of) != len(args):
-        raise ShapeError(f"nchwc_default: the first argument names the layer's template, then its arguments: one "
-                         f"of {', '.join(f'{k} ({n} arguments)' for k, n in OF_TEMPLATES.items())}; got "
-                         f"{of!r} with {len(args)}")
+def _layer_templates() -> list[str]:
+    """The templates whose layers have a default kernel: each network layer's direct task (the first network
+    template of its workload kind, ``Template.network``)."""
+    firsts: dict[type, str] = {}
+    for t in TEMPLATES.values():
+        if t.network and t.workload in (Conv2d, DepthwiseConv2d):
+            firsts.setdefault(t.workload, t.name)
+    return list(firsts.values())
+
+
+def parse(args: tuple) -> DefaultKernel:
+    """The ``DefaultKernel`` of a log's arguments (the layer's template, then its arguments)."""
+    names = _layer_templates()
+    of = args[0] if args else None
+    try:
+        if of not in names:
+            raise ShapeError(f"no template {of!r} of a blocked layer")
+        return DefaultKernel(of, TEMPLATES[of].workload.from_args(args[1:]))
+    except ShapeError as e:
+        raise ShapeError(f"{NAME}: the first argument names the layer's template, then its arguments: one of "
+                         f"{', '.join(names)}; got {list(args)} ({e})") from None
+
+
+def _blocks(config, wl: DefaultKernel, lanes: int) -> tuple[int, int]:
+    layer = wl.layer
+    if isinstance(layer, DepthwiseConv2d):
+        b = packed_blocks(layer.C, layer.C, lanes)[0]
+        return b, b
+    return packed_blocks(layer.C, layer.O, lanes)
+
+
+@template(NAME, workload=DefaultKernel, layout="NCHWc", channel_blocks=_blocks, parse=parse)
+def default_template(cfg, of: str, layer):
+    """The default (untuned) kernel of a layer that template ``of`` computes."""
     target = cfg.target
-    lanes = max(1, target.lanes(DType.of(dtype)))
-    if of == "depthwise_conv2d_nchwc_packed":
-        N, C, H, W, K, stride, pad = args
-        op = depthwise_conv2d_nchwc_packed(N, C, H, W, K, stride, pad, packed_blocks(C, C, lanes)[0], dtype)
+    lanes = max(1, target.lanes(layer.dtype))
+    if isinstance(layer, DepthwiseConv2d):
+        c = layer
+        op = depthwise_conv2d_nchwc_packed(c.N, c.C, c.H, c.W, c.K, c.stride, c.pad,
+                                           packed_blocks(c.C, c.C, lanes)[0], c.dtype)
         return default_blocked_schedule(op, target), op
-    N, C, H, W, O, K, stride, pad = args
-    icb, ocb = packed_blocks(C, O, lanes)
-    tile = default_tile_size(target, N, H, W, pad) if (K, stride) == (3, 1) else None
+    c = layer
+    icb, ocb = packed_blocks(c.C, c.O, lanes)
+    tile = default_tile_size(target, c.N, c.H, c.W, c.pad) if (c.K, c.stride) == (3, 1) else None
     if tile is not None:
-        op = conv2d_winograd_nchwc(N, C, H, W, O, K, stride, pad, tile, icb, ocb, dtype, target=target)
+        op = conv2d_winograd_nchwc(c.N, c.C, c.H, c.W, c.O, c.K, c.stride, c.pad, tile, icb, ocb, c.dtype,
+                                   target=target)
         return op.default_schedule(target), op
-    op = conv2d_nchwc_packed(N, C, H, W, O, K, stride, pad, icb, ocb, dtype)
+    op = conv2d_nchwc_packed(c.N, c.C, c.H, c.W, c.O, c.K, c.stride, c.pad, icb, ocb, c.dtype)
     return default_blocked_schedule(op, target), op

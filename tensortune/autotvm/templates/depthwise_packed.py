@@ -17,17 +17,31 @@ from ...ops.depthwise_packed import depthwise_conv2d_nchwc_packed
 from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
 from ...schedule import create_schedule
 from ..task import template
+from ..workload import DepthwiseConv2d
 
 #: register-tile outputs at most (each a vector accumulator)
 MAX_TILE = 16
 
 
-@template("depthwise_conv2d_nchwc_packed")
+def depthwise_config_blocks(config, wl, lanes: int) -> tuple[int, int]:
+    """The channel block of a config, for its input and output (``block``; the default for older records)."""
+    b = config.get("block", packed_blocks(wl.C, wl.C, lanes)[0])
+    return b, b
+
+
+def _config_kind(config) -> tuple:
+    """How a config shares work among threads: how many outer loops are fused into the parallel one."""
+    return (config["parallel"],) if "parallel" in config else ()
+
+
+@template("depthwise_conv2d_nchwc_packed", workload=DepthwiseConv2d, layout="NCHWc", network=True,
+          channel_blocks=depthwise_config_blocks, config_kind=_config_kind)
 def depthwise_conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, K: int, stride: int = 1, pad: int = 0,
                                            dtype: str = "float32", declare=None):
     """Depthwise conv2d on NCHW[x]c tensors: a rows x columns register tile per channel block. ``declare``, called
-    like ``ops.depthwise_conv2d_nchwc_packed`` (with the block), makes the operator to schedule instead: one with
-    the same axes and parts plus an elementwise epilogue (a network's fused depthwise convolution)."""
+    like ``ops.depthwise_conv2d_nchwc_packed`` with keywords (the block ``cb``), makes the operator to schedule
+    instead: one with the same axes and parts plus an elementwise epilogue (a network's fused depthwise
+    convolution)."""
     name = "depthwise_conv2d"
     oh, ow = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     lanes = max(1, cfg.target.lanes(DType.of(dtype)))
@@ -37,7 +51,8 @@ def depthwise_conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, 
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_knob("block", block_choices(C, lanes), legacy=packed_blocks(C, C, lanes)[0])
     cfg.add_filter(lambda c: c["tile_oh"].size[-1] * c["tile_ow"].size[-1] <= MAX_TILE)
-    op = (declare or depthwise_conv2d_nchwc_packed)(N, C, H, W, K, stride, pad, cfg["block"], dtype)
+    op = (declare or depthwise_conv2d_nchwc_packed)(N=N, C=C, H=H, W=W, K=K, stride=stride, pad=pad, cb=cfg["block"],
+                                                    dtype=dtype)
 
     s = create_schedule(op.output)
     out, acc = s[op.output], s[local_accumulator(s, op)]

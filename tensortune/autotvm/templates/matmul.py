@@ -11,6 +11,7 @@ from ...ops import Part, matmul
 from ...ops.schedule_helpers import local_accumulator
 from ...schedule import create_schedule
 from ..task import template
+from ..workload import Matmul
 
 MAX_PANEL_VECTORS = 4  # widest panel, in vector registers
 
@@ -21,7 +22,7 @@ def register_block(cfg, lanes: int) -> tuple[int, int]:
     return cfg["tile_y"].size[-1] * vectors, vectors
 
 
-@template("matmul")
+@template("matmul", workload=Matmul, default=True)
 def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, relu: bool = False,
                     transpose_b: bool = False):
     """C = A @ B (+bias, ReLU): rows x panel-width register blocks over packed panels of B."""

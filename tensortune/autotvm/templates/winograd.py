@@ -18,6 +18,7 @@ from ...ops.conv_packed import MAX_BLOCK_VECTORS
 from ...ops.winograd import (ProductLoop, WinogradPlan, check_winograd_shape, conv2d_winograd_nchw,
                              conv2d_winograd_nchwc, schedule_winograd, winograd_tiles)
 from ..task import template
+from ..workload import Conv2d
 from .conv2d import fits_registers
 
 #: output tile sizes m the template chooses from
@@ -26,19 +27,23 @@ TILE_SIZES = (2, 4, 6)
 PRODUCT_LOOPS = (ProductLoop.POSITION, ProductLoop.TILES, ProductLoop.CHANNELS)
 
 
-@template("conv2d_winograd_nchwc_packed")
+@template("conv2d_winograd_nchwc_packed", workload=Conv2d, layout="NCHWc", network=True,
+          applies=lambda wl: (wl.K, wl.stride) == (3, 1),
+          channel_blocks=lambda config, wl, lanes: packed_blocks(wl.C, wl.O, lanes),
+          config_kind=lambda config: (config["reorder_product"][0], config.get("tile_size"))
+          if config.get("reorder_product") else ())
 def conv2d_winograd_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
                              dtype: str = "float32", declare=None):
     """Winograd conv2d on NCHW[x]c tensors (3x3, stride 1): tile size, register tile and loops of the product.
 
-    ``declare``, called like ``ops.conv2d_winograd_nchwc`` (with the tile size, the blocks, ``p_tile`` and
-    ``target``), makes the operator to schedule instead: one with the same stages plus an elementwise epilogue
-    (a network's fused convolution), inlined into the output transform.
+    ``declare``, called like ``ops.conv2d_winograd_nchwc`` with keywords (the tile size ``tile``, the blocks ``icb`` and
+    ``ocb``, ``p_tile`` and ``target``), makes the operator to schedule instead: one with the same stages plus an
+    elementwise epilogue (a network's fused convolution), inlined into the output transform.
     """
     return _winograd(cfg, N, C, H, W, O, K, stride, pad, dtype, declare or conv2d_winograd_nchwc)
 
 
-@template("conv2d_winograd_nchw")
+@template("conv2d_winograd_nchw", workload=Conv2d, layout="NCHW", applies=lambda wl: (wl.K, wl.stride) == (3, 1))
 def conv2d_winograd_nchw_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
                                   pad: int = 0, dtype: str = "float32"):
     """Winograd conv2d with NCHW input and output (3x3, stride 1; ``ops.conv2d_winograd_nchw``): the knobs of
@@ -68,6 +73,6 @@ def _winograd(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int, 
                         order=tuple(PRODUCT_LOOPS[i] for i in cfg["reorder_product"].perm),
                         unroll_channels=cfg["unroll_channels"], unroll_transforms=cfg["unroll_transforms"],
                         parallel_output_rows=cfg["parallel_output_rows"])
-    op = declare(N, C, H, W, O, K, stride, pad, cfg["tile_size"], icb, ocb, dtype, p_tile=cfg["tile_p"],
-                 target=target)
+    op = declare(N=N, C=C, H=H, W=W, O=O, K=K, stride=stride, pad=pad, tile=cfg["tile_size"], icb=icb, ocb=ocb,
+                 dtype=dtype, p_tile=cfg["tile_p"], target=target)
     return schedule_winograd(op, plan), op

@@ -8,9 +8,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-from ..ir import Graph
+from ..graph.ir import Graph
+from ..target import Target
 from .dead_nodes import eliminate_dead_nodes
 from .dense import matmul_to_dense
+from .expansions import fuse_expansions
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_epilogues import fuse_epilogues
@@ -20,9 +22,9 @@ from .simplify import remove_identities
 GraphPass = Callable[[Graph], Graph]
 
 
-def graph_passes(lanes: int, blocks: Blocks | None = None) -> tuple[tuple[str, GraphPass], ...]:
-    """The pipeline for a target whose vectors hold ``lanes`` elements (the default channel block of the layout;
-    ``blocks``: other blocks of convolutions' outputs, see ``plan_layout``)."""
+def graph_passes(target: Target, blocks: Blocks | None = None) -> tuple[tuple[str, GraphPass], ...]:
+    """The pipeline for ``target`` (its vectors give the channel blocks of the layout; ``blocks``: other blocks of
+    convolutions' outputs, see ``plan_layout``)."""
     return (
         ("fold_constants", fold_constants),
         ("eliminate_dead_nodes", eliminate_dead_nodes),
@@ -31,20 +33,21 @@ def graph_passes(lanes: int, blocks: Blocks | None = None) -> tuple[tuple[str, G
         ("matmul_to_dense", matmul_to_dense),
         ("fold_constants_again", fold_constants),
         ("fuse_epilogues", fuse_epilogues),
-        ("plan_layout", partial(plan_layout, lanes=lanes, blocks=blocks)),
+        ("plan_layout", partial(plan_layout, target=target, blocks=blocks)),
+        ("fuse_expansions", partial(fuse_expansions, target=target)),
         ("eliminate_dead_nodes_again", eliminate_dead_nodes),
     )
 
 
-def optimize(g: Graph, lanes: int, trace: Callable[[str, Graph], None] | None = None,
+def optimize(g: Graph, target: Target, trace: Callable[[str, Graph], None] | None = None,
              blocks: Blocks | None = None) -> Graph:
-    """Run every pass of ``graph_passes(lanes, blocks)`` in order; ``trace(name, graph)`` sees each result."""
-    for name, fn in graph_passes(lanes, blocks):
+    """Run every pass of ``graph_passes(target, blocks)`` in order; ``trace(name, graph)`` sees each result."""
+    for name, fn in graph_passes(target, blocks):
         g = fn(g)
         if trace is not None:
             trace(name, g)
     return g
 
 
-__all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues", "graph_passes",
-           "matmul_to_dense", "optimize", "plan_layout", "remove_identities"]
+__all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues",
+           "fuse_expansions", "graph_passes", "matmul_to_dense", "optimize", "plan_layout", "remove_identities"]

@@ -2,12 +2,15 @@
 
 A convolution (or depthwise convolution) is an ``Operator`` with the parts the convolution templates schedule
 (``Part.PADDED_INPUT``, ``Part.ACCUMULATOR``) and its fused epilogue as ``Operator.epilogue``, so a tuned
-config of ``conv2d_nchwc_packed`` applies to the fused kernel (``tuned.py``). ``winograd_operator`` is the
-Winograd kernel of a 3x3, stride-1 convolution, its epilogue in the output transform, which configs of
+config of ``conv2d_nchwc_packed`` applies to the fused kernel (``conv_tasks.tuned_conv``). ``winograd_operator`` is
+the Winograd kernel of a 3x3, stride-1 convolution, its epilogue in the output transform, which configs of
 ``conv2d_winograd_nchwc_packed`` schedule; with no tuned config, ``default_winograd_tile`` picks it (or not) by a
-measured rule. A dense layer is the 1x1 convolution of ``M`` 1x1 images of ``K``
+rule (``ops.winograd.default_tile_size``). A dense layer is the 1x1 convolution of ``M`` 1x1 images of ``K``
 channels (``[M, K]`` data lies in memory as such images). Convolutions whose groups do not hold whole channel
 blocks run a plain loop nest (``generic_conv_kernel``).
+
+The nodes are ``conv.Conv`` and ``dense.Dense`` (told apart by ``op.dense``); their inputs are the data, the
+weight, the bias when ``op.has_bias``, then the operands of the epilogue's binary steps.
 """
 from __future__ import annotations
 
@@ -17,23 +20,21 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import te
-from ..graph.ir import Graph, Layout, Node, Value
-from ..graph.ops import Conv, Dense, EpilogueStep, Relayout, TensorType
-from ..graph.passes.plan_layout import channel_block
-from ..graph.tasks import flat_shape, winograd_args
-from ..ops import Operator, Part, conv2d_winograd_nchwc
+from ..autotvm.workload import Conv2d, DepthwiseConv2d
+from ..graph.errors import NetworkCompileError
+from ..graph.ir import PLAIN, Graph, Node, TensorType, Value
+from ..ops import Operator, Part, conv2d_winograd_nchwc, default_block
 from ..ops.schedule_helpers import default_blocked_schedule
 from ..ops.winograd import default_tile_size, winograd_weight
 from ..schedule import create_schedule
 from ..target import Target
 from ..te import Expr, Tensor
-from .kernels import (KernelArgs, KernelDef, NetworkCompileError, binary_expr, clamp, logical_index, pad_blocked,
-                      read, read_broadcast, unary_expr)
-
+from .kernel import KernelArgs, KernelDef, clamp, lanes_of, logical_index, pad_blocked, read, read_broadcast
+from .reshape import Relayout
 
 # ------------------------------------------------------------------------------------------- epilogues
 
-def epilogue_stages(acc: Tensor, op: Conv | Dense, bias: Tensor | None,
+def epilogue_stages(acc: Tensor, op, bias: Tensor | None,
                     operands: Sequence[tuple[Tensor, Value, bool]],
                     logical: Callable[[tuple[Expr, ...]], tuple[Expr, ...]], prefix: str = "") -> list[Tensor]:
     """The stages after the accumulator ``acc``: bias, then each epilogue step; ``logical(axes)`` is the index in the
@@ -62,21 +63,21 @@ def _apply_step(prev: Tensor, fn: Callable[[Expr, tuple], Expr], logical: Callab
     return body
 
 
-def _step_fn(step: EpilogueStep, operand: tuple[Tensor, Value, bool] | None) -> Callable[[Expr, tuple], Expr]:
+def _step_fn(step, operand: tuple[Tensor, Value, bool] | None) -> Callable[[Expr, tuple], Expr]:
+    """One ``elementwise.EpilogueStep`` as a function of the running value and the element's logical index."""
     if operand is None:
-        return lambda x, idx: unary_expr(step.op, x)  # type: ignore[arg-type]
+        return lambda x, idx: step.apply(x)
     t, v, is_const = operand
 
     def fn(x, idx):
-        other = read_broadcast(t, v, Layout() if is_const else v.layout, idx)
-        return binary_expr(step.op, other, x) if step.operand_left else binary_expr(step.op, x, other)  # type: ignore
+        return step.apply(x, read_broadcast(t, v, PLAIN if is_const else v.layout, idx))
 
     return fn
 
 
 def _operands(a: KernelArgs, g: Graph, node: Node, one_row: bool = False) -> list[tuple[Tensor, Value, bool]]:
     """The epilogue's operands: (placeholder, value, is constant); with ``one_row``, each seen as broadcasting to the
-    output's pixels as one row (``graph.tasks.flat_shape``; its value a view of that shape)."""
+    output's pixels as one row (``flat_shape``; its value a view of that shape)."""
     _, _, h, w = g.values[node.outputs[0]].shape if one_row else (0, 0, 0, 0)
     found = []
     for i in node.inputs[node.op.num_base_inputs:]:
@@ -117,17 +118,17 @@ class ConvShape:
         """A convolution's geometry; a dense layer's as a 1x1 convolution of 1x1 images (``[M, K]`` data lies in
         memory as ``M`` images of ``K`` channels, blocked or not)."""
         x, w, out = (g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]])
-        if isinstance(node.op, Dense):
+        if node.op.dense:
             (m, k), n = x.shape, w.shape[0]
             return ConvShape(m, k, 1, 1, n, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1, 1, 1)
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
-        op: Conv = node.op
+        op = node.op
         return ConvShape(n, c, h, wd, o, kh, kw, op.strides, op.pads, op.dilations, op.groups, out.shape[2],
                          out.shape[3])
 
     def one_row(self) -> "ConvShape":
-        """A 1x1, stride-1, unpadded convolution seen over its pixels as one row of ``H*W`` (``graph.tasks.flat_args``:
+        """A 1x1, stride-1, unpadded convolution seen over its pixels as one row of ``H*W`` (``conv_tasks.flat_args``:
         the same memory in NCHW[x]c)."""
         assert (self.KH, self.KW, self.strides, self.pads) == (1, 1, (1, 1), (0, 0, 0, 0)), self
         return ConvShape(self.N, self.C, 1, self.H * self.W, self.O, 1, 1, (1, 1), (0, 0, 0, 0), self.dilations,
@@ -221,9 +222,9 @@ def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[
 def conv_blocks(g: Graph, node: Node, lanes: int) -> tuple[int, int]:
     """The input and output channel blocks of a convolution (its values' layouts) or of a dense layer (its
     features blocked like channels, ``lanes`` per vector)."""
-    if isinstance(node.op, Dense):
+    if node.op.dense:
         sh = ConvShape.of(g, node)
-        return channel_block(sh.C, lanes), channel_block(sh.O, lanes)
+        return default_block(sh.C, lanes), default_block(sh.O, lanes)
     return g.values[node.inputs[0]].layout.block, g.values[node.outputs[0]].layout.block
 
 
@@ -265,7 +266,7 @@ def fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[int
         return x, wp, bias_t + [t for t, _, _ in operands]
 
     def logical(ax):
-        return (ax[0], ax[1] * ocb + ax[4]) if isinstance(node.op, Dense) else logical_index(out_v.layout, ax)
+        return (ax[0], ax[1] * ocb + ax[4]) if node.op.dense else logical_index(out_v.layout, ax)
 
     def epilogue(acc):
         return epilogue_stages(acc, node.op, bias_t[0] if bias_t else None, operands, logical, prefix)
@@ -280,7 +281,7 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int 
     and ``[M, N]`` lie in memory as 1x1 images blocked any way, default ``conv_blocks``; ``one_row``: a 1x1,
     stride-1, unpadded convolution computed over its pixels as one row, ``ConvShape.one_row``)."""
     sh = ConvShape.of(g, node)
-    icb, ocb = dense_blocks if dense_blocks and isinstance(node.op, Dense) else conv_blocks(g, node, lanes)
+    icb, ocb = dense_blocks if dense_blocks and node.op.dense else conv_blocks(g, node, lanes)
     sh = sh.one_row() if one_row else sh
 
     def pack(w):
@@ -289,7 +290,7 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int 
         return pack_conv_weight(w, sh.groups, icb, ocb)
 
     # the data as blocked images of the kernel's shape: a dense layer's [M, K] as 1x1 images, a one-row view's
-    view = (sh.N, sh.C // icb, sh.H, sh.W, icb) if one_row or isinstance(node.op, Dense) else None
+    view = (sh.N, sh.C // icb, sh.H, sh.W, icb) if one_row or node.op.dense else None
     source = None if one_row or sh.depthwise else plain_source(g, node)
     inputs, epilogue = fused_io(g, node, a, ocb, view, pack, one_row, source)
     if sh.depthwise:
@@ -303,7 +304,7 @@ def plain_source(g: Graph, node: Node) -> str | None:
     padding stage reads the plain value and blocks it as it copies (``blocked_conv``'s ``plain_data``): one pass
     over the input instead of two. The relayout then has no reader left and does not run
     (``program.network_steps``)."""
-    if not isinstance(node.op, Conv) or not any(node.op.pads):
+    if node.op.dense or not any(node.op.pads):
         return None
     producer = next((n for n in g.nodes if node.inputs[0] in n.outputs), None)  # no map of the graph per node
     if producer is None or not isinstance(producer.op, Relayout):
@@ -316,8 +317,9 @@ def winograd_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, tile: int
                       target: Target | None = None) -> Operator:
     """The Winograd F(tile x tile, 3 x 3) operator (``ops.conv2d_winograd_nchwc``) of a Conv node, its epilogue
     inlined into the output transform, its arguments bound in ``a``: the node's constant weights transformed once,
-    here (``winograd_weight``). A ``NetworkCompileError`` for a node ``graph.tasks.winograd_args`` rejects."""
-    if winograd_args(g, node) is None or not is_blocked_conv(g, node, lanes):
+    here (``winograd_weight``). A ``NetworkCompileError`` for a node Winograd does not compute
+    (``winograd_applies``)."""
+    if not winograd_applies(g, node) or not is_blocked_conv(g, node, lanes):
         raise NetworkCompileError(f"{node.op.kind} '{node.name}' is not a 3x3, stride-1, ungrouped convolution with "
                                   "equal pads in the blocked layout: Winograd does not compute it")
     sh = ConvShape.of(g, node)
@@ -329,7 +331,7 @@ def winograd_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, tile: int
 
 
 def conv_kind(g: Graph, node: Node) -> str:
-    if isinstance(node.op, Dense):
+    if node.op.dense:
         return "dense"
     return "depthwise_conv2d" if ConvShape.of(g, node).depthwise else "conv2d"
 
@@ -338,13 +340,16 @@ def default_winograd_tile(g: Graph, node: Node, target: Target, lanes: int) -> i
     """The tile size of the Winograd kernel that runs a 3x3, stride-1 convolution with no tuned config, or None
     for the direct convolution's default schedule (``ops.winograd.default_tile_size``: a rule measured on the
     network's layers)."""
-    if winograd_args(g, node) is None or not is_blocked_conv(g, node, lanes):
+    if not winograd_applies(g, node) or not is_blocked_conv(g, node, lanes):
         return None
     sh = ConvShape.of(g, node)
     return default_tile_size(target, sh.N, sh.H, sh.W, sh.pads[0])
 
 
-def conv_kernel(g: Graph, node: Node, target: Target, lanes: int) -> KernelDef:
+def conv_kernel(g: Graph, node: Node, target: Target) -> KernelDef:
+    """The kernel of a Conv or Dense node with its default schedule: Winograd where ``default_winograd_tile`` says,
+    else the blocked convolution, else plain loops."""
+    lanes = lanes_of(target, g.values[node.outputs[0]].dtype, node)
     tile = default_winograd_tile(g, node, target, lanes)
     if tile is not None:
         return winograd_kernel(g, node, target, lanes, tile)
@@ -395,3 +400,42 @@ def generic_conv_kernel(g: Graph, node: Node, a: KernelArgs, lanes: int) -> Kern
     if stages:
         s[acc].compute_at(s[out], fused)
     return a.done("conv2d_generic", node, out, s, sh.flops)
+
+
+# ------------------------------------------------------------------------------------------- geometry of tasks
+
+def layer_workload(g: Graph, node: Node) -> Conv2d | DepthwiseConv2d | None:
+    """The workload of a convolution node that templates compute (square kernel, equal strides, equal pads, no
+    dilation, blocked layout; no groups, or depthwise), of a dense layer ``[M, K] x [K, N]`` as the 1x1 convolution
+    ``Conv2d(M, K, 1, 1, N, 1, 1, 0)`` of 1x1 images; else None."""
+    x, w, out = g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]]
+    if node.op.dense:
+        (m, k), n = x.shape, w.shape[0]
+        return Conv2d(m, k, 1, 1, n, 1, 1, 0, dtype=out.dtype)
+    op = node.op
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    regular = kh == kw and op.strides[0] == op.strides[1] and len(set(op.pads)) == 1 and op.dilations == (1, 1)
+    if not regular or not x.layout.blocked:
+        return None
+    if op.is_depthwise(c, o):
+        return DepthwiseConv2d(n, c, h, wd, kh, op.strides[0], op.pads[0], dtype=out.dtype)
+    return Conv2d(n, c, h, wd, o, kh, op.strides[0], op.pads[0], dtype=out.dtype) if op.groups == 1 else None
+
+
+def winograd_applies(g: Graph, node: Node) -> bool:
+    """Whether Winograd's F(m x m, 3 x 3) computes the node: a regular, ungrouped 3x3, stride-1 convolution."""
+    wl = layer_workload(g, node) if not node.op.dense else None
+    return isinstance(wl, Conv2d) and (wl.K, wl.stride) == (3, 1)
+
+
+def flat_shape(shape: tuple[int, ...], h: int, w: int) -> tuple[int, ...] | None:
+    """A tensor of ``shape`` that broadcasts to an ``[..., h, w]`` output, seen as broadcasting to ``[..., 1, h*w]``
+    (the same elements in the same order): its last two axes ``(h, w)`` become ``(1, h*w)``, and a tensor that
+    broadcasts over both is seen as it is; None for one that broadcasts over one of the two only."""
+    rows, cols = ((1, 1) + tuple(shape))[-2:]
+    if (rows, cols) == (1, 1):
+        return tuple(shape)
+    if (rows, cols) == (h, w) and len(shape) >= 2:
+        return tuple(shape[:-2]) + (1, h * w)
+    return None

@@ -2,7 +2,7 @@
 constants only they read)."""
 from __future__ import annotations
 
-from ..ir import Graph, GraphBuilder
+from ..graph.ir import Graph, GraphBuilder
 
 
 def eliminate_dead_nodes(g: Graph) -> Graph:

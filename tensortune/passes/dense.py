@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..ir import Graph, GraphBuilder
-from ..ops import Dense, MatMul, Reshape
+from ..graph.ir import Graph, GraphBuilder
+from ..operators import Dense, MatMul, Reshape
 
 
 def matmul_to_dense(g: Graph) -> Graph:

@@ -1,7 +1,8 @@
 """``plan_layout``: activations stay in the blocked NCHW[x]c layout between convolutions.
 
-Every convolution writes NCHW[x]c, with ``x`` the target's vector length (all channels in one block when they do
-not divide into vectors: the RGB input) unless ``blocks`` names another block for it (one vector or two,
+Each node takes part by its operator's ``layout_rule`` (``graph.op.LayoutRule``). Every convolution writes
+NCHW[x]c, with ``x`` the target's vector length (all channels in one block when they do not divide into vectors:
+the RGB input) unless ``blocks`` names another block for it (one vector or two,
 ``ops.block_choices``: the network's tuning log chooses them, ``network.layouts``). A convolution reads its input in
 whatever block it arrives in (a depthwise convolution in its own block); pooling, LRN, elementwise nodes take the
 layout of their input (a binary node: of its first blocked input of the output's shape) and channel concatenations
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Union
 
-from ...ops import default_block
-from ..ir import PLAIN, Graph, GraphBuilder, Layout, Node
-from ..ops import LRN, Binary, Concat, Conv, Pool, Relayout, Unary
+from ..errors import DTypeError
+from ..graph.ir import PLAIN, Graph, GraphBuilder, Layout, Node
+from ..graph.op import LayoutRule
+from ..operators import Relayout
+from ..ops import default_block
+from ..target import Target
 
 #: a convolution node's name -> the channel block of its output; or a function of the graph (before this pass) and
-#: the vector length that gives such a mapping
-Blocks = Union[Mapping[str, int], Callable[[Graph, int], Mapping[str, int]]]
+#: the target that gives such a mapping
+Blocks = Union[Mapping[str, int], Callable[[Graph, Target], Mapping[str, int]]]
 
 
 def channel_block(channels: int, lanes: int) -> int:
@@ -27,7 +31,7 @@ def channel_block(channels: int, lanes: int) -> int:
     return default_block(channels, lanes)
 
 
-def whole_groups(conv: Conv, channels: int, block: int) -> bool:
+def whole_groups(conv, channels: int, block: int) -> bool:
     """Whether each group of a convolution's ``channels`` holds whole blocks of ``block`` (a grouped convolution runs
     blocked only then; a depthwise one is blocked across its groups)."""
     return conv.groups == 1 or (channels // conv.groups) % block == 0
@@ -38,52 +42,66 @@ def _blocked(shape: tuple[int, ...], lanes: int) -> Layout:
 
 
 def _output_layout(g: Graph, node: Node, layout: dict[str, Layout], lanes: int, blocks: Mapping[str, int]) -> Layout:
+    """The layout of the node's output (``lanes``: its dtype's elements per vector)."""
     shape = g.values[node.outputs[0]].shape
+    rule = node.op.layout_rule
     if len(shape) != 4:
         return PLAIN
-    if isinstance(node.op, Conv):
+    if rule is LayoutRule.CONV:
         block = blocks.get(node.name)
         return Layout(block) if block and shape[1] % block == 0 else _blocked(shape, lanes)
-    if isinstance(node.op, Concat) and node.op.axis == 1:
+    if rule is LayoutRule.CONCAT and node.op.axis == 1:
         return _blocked(shape, lanes) if any(layout[i].blocked for i in node.inputs) else PLAIN
-    if isinstance(node.op, (Unary, Pool, LRN)):
+    if rule is LayoutRule.WINDOW:
         reads = node.inputs[:1]
-    elif isinstance(node.op, Binary):
+    elif rule is LayoutRule.ELEMENTWISE:
         reads = tuple(i for i in node.inputs if g.values[i].shape == shape)
     else:
         reads = ()
     return next((layout[i] for i in reads if layout[i].blocked), PLAIN)
 
 
-def _input_layouts(g: Graph, node: Node, out: Layout, lanes: int, have: dict[str, Layout]) -> list[Layout]:
-    """The layout each input is read in."""
+def _input_layouts(g: Graph, node: Node, out: Layout, lanes: Callable[[str], int],
+                   have: dict[str, Layout]) -> list[Layout]:
+    """The layout each input is read in (``lanes(value)``: elements of its dtype per vector)."""
     shape = g.values[node.outputs[0]].shape
+    rule = node.op.layout_rule
     wants = []
     for k, i in enumerate(node.inputs):
         v = g.values[i]
         if g.is_constant(i):
             wants.append(PLAIN)
-        elif isinstance(node.op, Conv):
+        elif rule is LayoutRule.CONV:
             if k == 0:
                 depthwise = node.op.is_depthwise(v.shape[1], shape[1])
                 arrives = have[i].blocked and whole_groups(node.op, v.shape[1], have[i].block)
-                wants.append(out if depthwise and out.blocked else have[i] if arrives else _blocked(v.shape, lanes))
+                wants.append(out if depthwise and out.blocked else have[i] if arrives else _blocked(v.shape, lanes(i)))
             else:
                 wants.append(out if v.shape == shape else PLAIN)
-        elif isinstance(node.op, Concat) and out.blocked:
+        elif rule is LayoutRule.CONCAT and out.blocked:
             wants.append(have[i])  # copied from any layout
-        elif isinstance(node.op, (Unary, Binary, Pool, LRN)) and out.blocked:
-            wants.append(out if v.shape == shape or isinstance(node.op, Pool) else PLAIN)
+        elif rule is LayoutRule.WINDOW and out.blocked:
+            wants.append(out)
+        elif rule is LayoutRule.ELEMENTWISE and out.blocked:
+            wants.append(out if v.shape == shape else PLAIN)
         else:
             wants.append(PLAIN)
     return wants
 
 
-def plan_layout(g: Graph, lanes: int, blocks: Blocks | None = None) -> Graph:
-    """``g`` with every value's layout decided and ``Relayout`` nodes where a reader needs another (see the module
-    docstring); ``blocks``: the output block of convolution nodes (by name) that do not take the default."""
+def plan_layout(g: Graph, target: Target, blocks: Blocks | None = None) -> Graph:
+    """``g`` with every value's layout decided for ``target``'s vectors and ``Relayout`` nodes where a reader needs
+    another (see the module docstring); ``blocks``: the output block of convolution nodes (by name) that do not take
+    the default."""
     if callable(blocks):
-        blocks = blocks(g, lanes)
+        blocks = blocks(g, target)
+
+    def lanes(name: str) -> int:
+        try:
+            return max(1, target.lanes(g.values[name].dtype))
+        except DTypeError:  # a dtype only constants have: never blocked
+            return 1
+
     blocks = blocks or {}
     layout: dict[str, Layout] = {name: PLAIN for name in list(g.inputs) + list(g.constants)}
     b = GraphBuilder.like(g)
@@ -99,7 +117,7 @@ def plan_layout(g: Graph, lanes: int, blocks: Blocks | None = None) -> Graph:
         return versions[key]
 
     for node in g.nodes:
-        out = _output_layout(g, node, layout, lanes, blocks)
+        out = _output_layout(g, node, layout, lanes(node.outputs[0]), blocks)
         inputs = [read(i, want) for i, want in zip(node.inputs, _input_layouts(g, node, out, lanes, layout))]
         names = list(node.outputs)
         if out.blocked and names[0] in outputs:  # a graph output is plain: compute it blocked, then relayout

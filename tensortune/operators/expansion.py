@@ -5,7 +5,8 @@ In an inverted-residual block (MobileNetV2) a 1x1 convolution expands a few chan
 rows are computed per band of the depthwise output's rows and per group of channel blocks, into a buffer on the
 stack that the depthwise taps read while it is in the core's cache; the expanded tensor is never written.
 
-The kernel's stages (``expand_depthwise_kernel``):
+``passes.fuse_expansions`` decides which pairs fuse and replaces each by one ``ExpandDepthwise`` node. The kernel's
+stages (``expand_depthwise_kernel``):
 
 * ``expand_acc`` -- the 1x1 convolution over the depthwise layer's *padded* domain (rows and columns the taps read,
   the columns rounded up to whole register tiles; positions in the padding read the nearest input pixel, their
@@ -19,36 +20,84 @@ The kernel's stages (``expand_depthwise_kernel``):
 The bands run in parallel. Recomputing the halo rows costs ``((R-1)*stride + KH) / (R*stride)`` of the 1x1's
 arithmetic; the band height ``R`` is the largest whose buffer fits the stack limit with a number of bands the
 threads share evenly (``expansion_plan``).
-
-``fusable_expansion`` says which depthwise nodes read a fusable 1x1 expansion: a 1x1, stride-1, unpadded,
-ungrouped convolution on the blocked layout, its epilogue without operands (bias and activations), its output
-read by the depthwise node alone and not a graph output. ``program.network_steps`` then runs the fused kernel in
-the depthwise node's call and none for the expansion.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import te
 from ..codegen.c import STACK_LIMIT_BYTES
 from ..dtype import DType
-from ..graph.ir import Graph, Node
-from ..graph.ops import Conv
+from ..graph.errors import GraphError
+from ..graph.ir import Graph, Node, Value
+from ..graph.op import Op
 from ..schedule import create_schedule
-from ..target import Target, TargetKind
-from .conv import ConvShape, conv_blocks, fused_io, is_blocked_conv, pack_conv_weight, pack_depthwise_weight
-from .kernels import KernelArgs, KernelDef, clamp
+from ..target import Target
+from .conv import Conv
+from .conv_kernels import ConvShape, conv_blocks, fused_io, pack_conv_weight, pack_depthwise_weight
+from .kernel import KernelArgs, KernelDef, clamp, lanes_of
 
 #: the kind of the fused kernel (``KernelDef.kind``, and a compiled module's ``KernelInfo.kind``)
 KIND = "expand_depthwise"
-#: expanded tensors smaller than this are left to the two kernels (they stay in the cache between them)
-MIN_EXPANDED_BYTES = 1 << 20
 #: a group of two vectors of channels is taken where its band recomputes at most this much of the expansion
 MAX_RECOMPUTE = 1.15
 #: the most columns of the 1x1's register tile
 MAX_TILE = 12
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandDepthwise(Op):
+    """A 1x1 convolution ``expand`` (the node ``expand_node``) and the depthwise convolution ``depthwise`` that
+    reads its output ``expanded``, computed by one kernel. Inputs: the expansion's (data, weight, bias), then the
+    depthwise convolution's after its data (weight, bias, epilogue operands); output: the depthwise's. The node
+    keeps the depthwise node's name."""
+
+    expand: Conv
+    depthwise: Conv
+    expand_node: str
+    expanded: Value
+
+    def __post_init__(self) -> None:
+        if any(s.has_operand for s in self.expand.epilogue):
+            raise GraphError("ExpandDepthwise: the expansion's epilogue cannot take operands")
+
+    def infer(self, inputs):
+        n = self.expand.num_base_inputs
+        (mid,) = self.expand.infer(inputs[:n])
+        if mid != self.expanded.type:
+            raise GraphError(f"ExpandDepthwise: the expansion makes {mid}, not {self.expanded.type}")
+        return self.depthwise.infer([mid, *inputs[n:]])
+
+    def reference(self, *args: np.ndarray) -> np.ndarray:
+        n = self.expand.num_base_inputs
+        return self.depthwise.reference(self.expand.reference(*args[:n]), *args[n:])
+
+    def unfused(self, g: Graph, node: Node) -> tuple[Graph, tuple[Node, Node]]:
+        """The two nodes it fuses (the expansion, the depthwise convolution) in a graph of their own, the expanded
+        value in its layout."""
+        n = self.expand.num_base_inputs
+        mid = self.expanded.name
+        pw = Node(self.expand, node.inputs[:n], (mid,), self.expand_node)
+        dw = Node(self.depthwise, (mid, *node.inputs[n:]), node.outputs, node.name)
+        names = dict.fromkeys([*node.inputs, *node.outputs])
+        values = {name: g.values[name] for name in names} | {mid: self.expanded}
+        inputs = tuple(i for i in names if i in node.inputs and not g.is_constant(i))
+        consts = {i: g.constants[i] for i in names if g.is_constant(i)}
+        return Graph(g.name, inputs, node.outputs, (pw, dw), values, consts), (pw, dw)
+
+    def flops(self, g: Graph, node: Node) -> int:
+        sub, parts = self.unfused(g, node)
+        return sum(n.op.flops(sub, n) for n in parts)
+
+    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
+        sub, (pw, dw) = self.unfused(g, node)
+        return expand_depthwise_kernel(sub, pw, dw, target)
+
+    def __str__(self) -> str:
+        return f"ExpandDepthwise[{self.expand_node}: {self.expand} -> {self.depthwise}]"
 
 
 @dataclass(frozen=True)
@@ -62,44 +111,14 @@ class ExpansionPlan:
     dw_tile: int
 
 
-def fusable_expansion(g: Graph, node: Node, lanes: int) -> Node | None:
-    """The 1x1 expansion that depthwise ``node`` reads and can compute itself (see the module docstring), or
-    None."""
-    if not isinstance(node.op, Conv) or not is_blocked_conv(g, node, lanes) or not ConvShape.of(g, node).depthwise:
-        return None
-    src = node.inputs[0]
-    pw = next((n for n in g.nodes if src in n.outputs), None)
-    if pw is None or not isinstance(pw.op, Conv) or not is_blocked_conv(g, pw, lanes):
-        return None
-    sh = ConvShape.of(g, pw)
-    if (sh.KH, sh.KW, sh.strides, sh.pads, sh.groups) != (1, 1, (1, 1), (0, 0, 0, 0), 1):
-        return None
-    if any(step.has_operand for step in pw.op.epilogue) or src in g.outputs:
-        return None
-    if any(src in n.inputs for n in g.nodes if n is not node):
-        return None
-    v = g.values[src]
-    if math.prod(v.shape) * DType.of(v.dtype).bytes < MIN_EXPANDED_BYTES:
-        return None
-    return pw
-
-
-def fused_expansions(g: Graph, target: Target) -> dict[str, Node]:
-    """Depthwise node name -> the 1x1 expansion it computes itself (``fusable_expansion``), for a CPU target."""
-    if target.kind is not TargetKind.C:
-        return {}
-    lanes = max(1, target.lanes(DType.float32))
-    return {node.name: pw for node in g.nodes if (pw := fusable_expansion(g, node, lanes)) is not None}
-
-
-def expansion_plan(dw: ConvShape, cb: int, target: Target) -> ExpansionPlan:
+def expansion_plan(dw: ConvShape, cb: int, target: Target, dtype: DType = DType.float32) -> ExpansionPlan:
     """The tiling of a fused expansion + depthwise kernel on ``target`` (blocks of ``cb`` channels): for a group
     of one or two vectors of channels (two: each broadcast input feeds both), the tallest band of rows whose
     expanded buffer fits the stack, preferring a number of bands the threads share evenly; the group of two where
     its band recomputes at most ``MAX_RECOMPUTE`` of the expansion, else the group recomputing least. Then the
     widest 1x1 register tile that fits the registers beside its operands (up to ``MAX_TILE`` columns) and the
     widest depthwise tile dividing the output width (up to 8)."""
-    lanes = max(1, target.lanes(DType.float32))
+    lanes = max(1, target.lanes(dtype))
     vectors = max(1, cb // lanes)
     blocks = dw.C // cb
     threads = target.num_cores
@@ -109,7 +128,7 @@ def expansion_plan(dw: ConvShape, cb: int, target: Target) -> ExpansionPlan:
         width = _expanded_width(dw, tile)
 
         def fits(r: int) -> bool:
-            return group * cb * _band_rows(dw, r) * width * 4 <= STACK_LIMIT_BYTES
+            return group * cb * _band_rows(dw, r) * width * dtype.bytes <= STACK_LIMIT_BYTES
 
         rows = max([r for r in range(1, dw.OH + 1) if dw.OH % r == 0 and fits(r)] or [1],
                    key=lambda r: ((dw.OH // r) % threads == 0, r))
@@ -134,10 +153,11 @@ def expand_depthwise_kernel(g: Graph, pw: Node, dw: Node, target: Target, plan: 
                             ) -> KernelDef:
     """The fused kernel of 1x1 expansion ``pw`` and depthwise ``dw`` (``fusable_expansion``): reads ``pw``'s input,
     writes ``dw``'s output."""
-    lanes = max(1, target.lanes(DType.float32))
+    dtype = DType.of(g.values[dw.outputs[0]].dtype)
+    lanes = lanes_of(target, dtype, dw)
     psh, dsh = ConvShape.of(g, pw), ConvShape.of(g, dw)
     icb, cb = conv_blocks(g, pw, lanes)
-    plan = plan or expansion_plan(dsh, cb, target)
+    plan = plan or expansion_plan(dsh, cb, target, dtype)
     a = KernelArgs(g)
     pw_inputs, pw_epilogue = fused_io(g, pw, a, cb, None, lambda w: pack_conv_weight(w, 1, icb, cb),
                                       prefix="expand_")

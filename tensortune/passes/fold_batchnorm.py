@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ir import Graph, GraphBuilder, Node
-from ..ops import BatchNorm, Binary, BinaryFn, Conv
+from ..graph.ir import Graph, GraphBuilder, Node
+from ..operators import Add, BatchNorm, Conv, Mul
 
 
 def batchnorm_affine(node: Node, g: Graph) -> tuple[np.ndarray, np.ndarray] | None:
@@ -51,8 +51,8 @@ def fold_batchnorm(g: Graph) -> Graph:
             bshape = (-1,) + (1,) * (len(x.shape) - 2)
             k = b.add_constant(None, scale.reshape(bshape).astype(x.dtype), f"{node.name}_scale")
             s = b.add_constant(None, shift.reshape(bshape).astype(x.dtype), f"{node.name}_shift")
-            (scaled,) = b.add(Binary(BinaryFn.MUL), [node.inputs[0], k], f"{node.name}_mul")
-            b.add(Binary(BinaryFn.ADD), [scaled, s], f"{node.name}_add", outputs=node.outputs)
+            (scaled,) = b.add(Mul(), [node.inputs[0], k], f"{node.name}_mul")
+            b.add(Add(), [scaled, s], f"{node.name}_add", outputs=node.outputs)
         else:
             b.keep(node, g)
     return b.build()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Graph, GraphBuilder
-from ..ops import Identity, Reshape
+from ..graph.ir import Graph, GraphBuilder
+from ..operators import Identity, Reshape
 
 
 def remove_identities(g: Graph) -> Graph:

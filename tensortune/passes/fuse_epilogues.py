@@ -1,11 +1,15 @@
-"""``fuse_epilogues``: elementwise nodes after a convolution or dense layer join it as its epilogue.
+"""``fuse_epilogues``: elementwise nodes after an out-fusable node join it as its epilogue.
 
-A chain ``Conv -> Add(bias) -> Relu -> Add(residual) -> Clip`` becomes one ``Conv`` node whose epilogue is
-the chain, so one kernel computes it and no intermediate tensor is stored. A node joins when the value it
-reads is used by it alone (and is not a graph output) and its result has that value's shape. While the
-epilogue is still empty, a per-channel constant ``Add``/``Sub`` is folded into the bias and a per-channel
-constant ``Mul``/``Div`` into the weights and bias. The fused node takes the place of the last node it
-absorbs, so every operand it reads (a residual computed after the convolution) is defined before it.
+The rule reads only the operators' fusion patterns (``graph.op.Pattern``), after TVM's: a node whose operator is
+``OUT_FUSABLE`` and computes an epilogue (``operators.WithEpilogue``: convolutions, dense layers) absorbs the
+``ELEMWISE`` or ``BROADCAST`` node that reads its output (an ``operators.Elementwise``, its formula computed on the
+output in registers), then the one after that, and so on. A chain ``Conv -> Add(bias) -> Relu -> Add(residual) ->
+Clip`` becomes one ``Conv`` node whose epilogue is the chain, so one kernel computes it and no intermediate tensor
+is stored; a new activation joins with no edit here. A node joins when the value it reads is used by it alone
+(and is not a graph output) and its result has that value's shape. While the epilogue of a convolution or dense
+layer is still empty, a per-channel constant ``Add``/``Sub`` is folded into its bias and a per-channel constant
+``Mul``/``Div`` into its weights and bias. The fused node takes the place of the last node it absorbs, so every
+operand it reads (a residual computed after the convolution) is defined before it.
 """
 from __future__ import annotations
 
@@ -13,15 +17,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..ir import Graph, GraphBuilder, Node
-from ..ops import Binary, BinaryFn, Conv, Dense, EpilogueStep, Unary
+from ..graph.ir import Graph, GraphBuilder, Node
+from ..graph.op import Pattern
+from ..operators import Add, Binary, ConvLike, Div, Elementwise, EpilogueStep, Mul, Sub, Unary, WithEpilogue
 
 
 @dataclass(frozen=True)
 class _Pending:
-    """A convolution or dense node whose output may still absorb its reader."""
+    """An out-fusable node whose output may still absorb its reader."""
 
-    op: Conv | Dense
+    op: WithEpilogue
     inputs: tuple[str, ...]
     name: str
     output: str
@@ -33,12 +38,14 @@ def _join(g: Graph, p: _Pending, node: Node) -> tuple[EpilogueStep, str | None] 
     out = g.values[node.outputs[0]]
     if out.shape != g.values[v].shape or out.dtype != g.values[v].dtype:
         return None
+    if not isinstance(node.op, Elementwise) or node.op.pattern > Pattern.BROADCAST:
+        return None
     if isinstance(node.op, Unary):
         return EpilogueStep(node.op), None
     if not isinstance(node.op, Binary) or node.inputs[0] == node.inputs[1]:
         return None
     left = node.inputs[1] == v
-    if left and node.op.fn is BinaryFn.PRELU:
+    if left and not node.op.fuses_as_right_operand:
         return None
     return EpilogueStep(node.op, operand_left=left), node.inputs[0] if left else node.inputs[1]
 
@@ -57,17 +64,17 @@ def _per_channel(g: Graph, name: str, out_shape: tuple[int, ...]) -> np.ndarray 
 def _fold_into_weights(g: Graph, b: GraphBuilder, p: _Pending, step: EpilogueStep, operand: str) -> _Pending | None:
     """``p`` with a per-channel constant add/sub/mul/div folded into its bias or weights, or None."""
     op = step.op
-    if p.op.epilogue or step.operand_left or not isinstance(op, Binary) or op.fn is BinaryFn.PRELU:
+    if not isinstance(p.op, ConvLike) or p.op.epilogue or step.operand_left or not isinstance(op, (Add, Sub, Mul, Div)):
         return None
     k = _per_channel(g, operand, g.values[p.output].shape)
     if k is None or not g.is_constant(p.inputs[1]) or (p.op.has_bias and not g.is_constant(p.inputs[2])):
         return None
     w = g.constants[p.inputs[1]].astype(np.float64)
     bias = g.constants[p.inputs[2]].astype(np.float64) if p.op.has_bias else np.zeros(w.shape[0])
-    if op.fn in (BinaryFn.ADD, BinaryFn.SUB):
-        bias = bias + (k if op.fn is BinaryFn.ADD else -k)
+    if isinstance(op, (Add, Sub)):
+        bias = bias + (k if isinstance(op, Add) else -k)
     else:
-        k = k if op.fn is BinaryFn.MUL else 1.0 / k
+        k = k if isinstance(op, Mul) else 1.0 / k
         w, bias = w * k.reshape((-1,) + (1,) * (w.ndim - 1)), bias * k
     dtype = g.values[p.output].dtype
     w_name = b.add_constant(None, w.astype(dtype), f"{p.name}_w")
@@ -96,7 +103,7 @@ def fuse_epilogues(g: Graph) -> Graph:
             emit(p)
 
     for node in g.nodes:
-        if isinstance(node.op, (Conv, Dense)):
+        if isinstance(node.op, WithEpilogue) and node.op.pattern is Pattern.OUT_FUSABLE:
             hold_or_emit(_Pending(node.op, node.inputs, node.name, node.outputs[0]))
             continue
         chosen = next((pending[i] for i in node.inputs if i in pending), None)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..interpret import evaluate
-from ..ir import Graph, GraphBuilder
+from ..graph.interpret import evaluate
+from ..graph.ir import Graph, GraphBuilder
+from ..graph.op import numpy_dtype
 
 
 def fold_constants(g: Graph) -> Graph:
@@ -12,7 +13,7 @@ def fold_constants(g: Graph) -> Graph:
     for node in g.nodes:
         if all(i in b.constants for i in node.inputs):
             for o, r in zip(node.outputs, evaluate(node.op, [b.constants[i] for i in node.inputs])):
-                b.add_constant(o, np.asarray(r).astype(g.values[o].dtype, copy=False))
+                b.add_constant(o, np.asarray(r).astype(numpy_dtype(g.values[o].dtype), copy=False))
         else:
             b.keep(node, g)
     return b.build()

@@ -1,0 +1,132 @@
+"""Constants and what is computed from shapes and constants: ONNX Constant, ConstantOfShape and Shape become
+constants at import; ``Gather`` is evaluated at compile time; ``Cast`` converts between the dtypes kernels
+compute (and is folded where its input is a constant)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dtype import DType
+from ..errors import DTypeError
+from ..graph.errors import GraphError
+from ..graph.ir import Graph, Node, TensorType
+from ..graph.op import Op, Pattern, check_count, numpy_dtype
+from ..target import Target
+from .elementwise import elementwise_kernel
+from .kernel import KernelDef, lanes_of
+from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints
+from .reshape import Identity
+
+
+@dataclass(frozen=True, slots=True)
+class Gather(Op):
+    """``numpy.take(data, indices, axis)``; only compiled when folded into a constant."""
+
+    pattern = Pattern.INJECTIVE
+    axis: int
+
+    def infer(self, inputs):
+        check_count(self, inputs, 2)
+        data, idx = inputs
+        if not 0 <= self.axis < len(data.shape):
+            raise GraphError(f"Gather: axis {self.axis} is out of range for shape {data.shape}")
+        if not np.issubdtype(numpy_dtype(idx.dtype), np.integer):
+            raise GraphError(f"Gather: indices must be integers, got {idx.dtype}")
+        return (TensorType(data.shape[:self.axis] + idx.shape + data.shape[self.axis + 1:], data.dtype),)
+
+    def reference(self, data: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.take(data, idx, axis=self.axis)
+
+
+@dataclass(frozen=True, slots=True)
+class Cast(Op):
+    """Convert elements to ``to`` (float to integer truncates toward zero; to bool, nonzero is true)."""
+
+    pattern = Pattern.ELEMWISE
+    to: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "to", TensorType((), self.to).dtype)
+
+    def infer(self, inputs):
+        check_count(self, inputs, 1)
+        return (TensorType(inputs[0].shape, self.to),)
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(numpy_dtype(self.to))
+
+    def is_alias(self, g: Graph, node: Node) -> bool:
+        src, dst = g.values[node.inputs[0]], g.values[node.outputs[0]]
+        return self.to == src.dtype and not src.layout.blocked and not dst.layout.blocked
+
+    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
+        lanes = lanes_of(target, self.to, node)
+        lanes_of(target, g.values[node.inputs[0]].dtype, node)  # the input's dtype must be one kernels read
+        if self.to == g.values[node.inputs[0]].dtype:
+            return elementwise_kernel(g, node, lanes, lambda xs: xs[0], "copy")
+        return elementwise_kernel(g, node, lanes, lambda xs: xs[0].astype(self.to), "cast")
+
+
+@converter("Constant", attrs=("value", "value_float", "value_floats", "value_int", "value_ints"))
+def _constant(ctx: ImportContext, node: OnnxNode) -> None:
+    from onnx import numpy_helper
+
+    if len(node.attrs) != 1:
+        raise Reject("a Constant needs exactly one value attribute (value, value_float(s) or value_int(s))")
+    key, v = next(iter(node.attrs.items()))
+    if key == "value":
+        array = numpy_helper.to_array(v)
+    elif key.startswith("value_float"):
+        array = np.asarray(v, np.float32)
+    else:
+        array = np.asarray(v, np.int64)
+    ctx.constant(array, node.name, node.outputs[0])
+
+
+@converter("ConstantOfShape", attrs=("value",))
+def _constant_of_shape(ctx: ImportContext, node: OnnxNode) -> None:
+    from onnx import numpy_helper
+
+    shape = ints(ctx.need_static(node, 0, "shape"))
+    value = numpy_helper.to_array(node.attr("value")) if "value" in node.attrs else np.zeros(1, np.float32)
+    if value.size != 1:
+        raise Reject("value must hold exactly one element")
+    ctx.constant(np.full(shape, value.reshape(-1)[0], value.dtype), node.name, node.outputs[0])
+
+
+@converter("Shape", attrs=("start", "end"))
+def _shape(ctx: ImportContext, node: OnnxNode) -> None:
+    shape = list(ctx.shape(node.input(0)))
+    start, end = node.attr("start", 0), node.attr("end", len(shape))
+    ctx.constant(np.asarray(shape[slice(start, end)], np.int64), node.name, node.outputs[0])
+
+
+@converter("Gather", attrs=("axis",))
+def _gather(ctx: ImportContext, node: OnnxNode) -> None:
+    if ctx.static(node.input(0)) is None or ctx.static(node.input(1)) is None:
+        raise Reject("only Gather of constants (folded at compile time) is supported")
+    rank = len(ctx.shape(node.input(0)))
+    ctx.emit(Gather(axis(int(node.attr("axis", 0)), rank)), node.inputs[:2], node.outputs, node.name)
+
+
+@converter("Cast", attrs=("to", "saturate"))
+def _cast(ctx: ImportContext, node: OnnxNode) -> None:
+    from onnx import helper
+
+    try:
+        to = TensorType((), helper.tensor_dtype_to_np_dtype(int(node.attr("to")))).dtype
+    except (KeyError, TypeError, ValueError, GraphError):
+        raise Reject(f"cast to ONNX type {node.attr('to')} is not supported") from None
+    x = node.input(0)
+    if ctx.static(x) is None and to == ctx.type(x).dtype:
+        ctx.emit(Identity(), [x], node.outputs, node.name)
+        return
+    if ctx.static(x) is None:
+        for dt in (ctx.type(x).dtype, to):
+            try:
+                DType.of(dt)
+            except DTypeError:
+                raise Reject(f"casting a run-time tensor from {ctx.type(x).dtype} to {to}: kernels do not compute "
+                             f"{dt}") from None
+    ctx.emit(Cast(to), [x], node.outputs, node.name)

@@ -1,0 +1,203 @@
+"""What every node's kernel is made of: its arguments bound to graph values or packed constants, reads of logical
+elements from plain or blocked storage, and the default schedules of elementwise and reduction stages.
+
+A node's kernel is a ``KernelDef``: tensor expressions with a schedule, the binding of each argument (a graph value
+in its layout, or a constant packed for this kernel once at compile time), and a key of everything that decides
+its code (two nodes with equal keys share one kernel function). Operators build theirs with ``KernelArgs``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import te
+from ..dtype import DType
+from ..errors import DTypeError
+from ..graph.errors import NetworkCompileError
+from ..graph.ir import Graph, Layout, Node, Value
+from ..schedule import Schedule, create_schedule
+from ..target import Target
+from ..te import Expr, Tensor
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument: a graph value (stored in its layout) or a constant packed for this kernel."""
+
+    value: str | None = None
+    const: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        assert (self.value is None) != (self.const is None), "an argument is a value or a constant"
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """One node's kernel before lowering: its schedule, its arguments (inputs, then the output) and their
+    bindings, and ``key``: everything that decides its code (two nodes with equal keys share one kernel)."""
+
+    kind: str
+    schedule: Schedule
+    tensors: tuple[Tensor, ...]
+    args: tuple[Arg, ...]
+    key: tuple
+    flops: int = 0
+    template: str | None = None  # the tuning template whose config scheduled it, if any
+
+
+def lanes_of(target: Target, dtype: str | DType, node: Node | None = None) -> int:
+    """Elements of ``dtype`` in one vector of ``target`` (1 on scalar targets); a ``NetworkCompileError`` naming the
+    node for a dtype no kernel computes."""
+    try:
+        return max(1, target.lanes(DType.of(dtype)))
+    except DTypeError:
+        where = f"node '{node.name}' " if node is not None else ""
+        raise NetworkCompileError(f"{where}computes a {dtype} tensor at run time, which no kernel computes; compiled "
+                                  "networks compute the dtypes of tensortune.dtype.DType") from None
+
+
+# ------------------------------------------------------------------------------------------- storage and reads
+
+def storage_index(layout: Layout, idx: Sequence[Expr]) -> tuple[Expr, ...]:
+    """The storage index of logical element ``idx`` of a tensor in ``layout``."""
+    return layout.storage_index(idx)
+
+
+def logical_index(layout: Layout, axes: Sequence[Expr]) -> tuple[Expr, ...]:
+    """The logical index of the element at storage ``axes``."""
+    return layout.logical_index(axes)
+
+
+def read(t: Tensor, layout: Layout, idx: Sequence[Expr]) -> Expr:
+    return t[storage_index(layout, idx)]
+
+
+def read_broadcast(t: Tensor, v: Value, layout: Layout, idx: Sequence[Expr]) -> Expr:
+    """Element ``idx`` of an output that ``v`` broadcasts to (numpy rules: trailing axes align)."""
+    off = len(idx) - len(v.shape)
+    own = [te.const(0, "int32") if d == 1 else idx[off + k] for k, d in enumerate(v.shape)]
+    return read(t, layout, own) if len(own) else t[(te.const(0, "int32"),)]
+
+
+def storage_compute(out: Value, body: Callable[[tuple[Expr, ...]], Expr], name: str = "out") -> Tensor:
+    """``out``'s storage computed elementwise from the logical index of each element."""
+    return te.compute(out.layout.storage_shape(out.shape), lambda *axes: body(logical_index(out.layout, axes)), name)
+
+
+def clamp(e: Expr, hi: int) -> Expr:
+    return te.minimum(te.maximum(e, te.const(0, "int32")), te.const(hi, "int32"))
+
+
+# ------------------------------------------------------------------------------------------- arguments
+
+class KernelArgs:
+    """The placeholders of one kernel and what each is bound to, in order; ``done`` makes the ``KernelDef``."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.tensors: list[Tensor] = []
+        self.args: list[Arg] = []
+        self.key: list = []
+
+    def value(self, name: str, hint: str, view: tuple[int, ...] | None = None) -> Tensor:
+        """A placeholder for graph value ``name`` in its storage layout, or seen with the shape ``view`` of the same
+        elements in the same order (a constant, bound as an array, is reshaped to it)."""
+        v = self.g.values[name]
+        if self.g.is_constant(name):
+            array = self.g.constants[name]
+            return self.const(array if view is None else array.reshape(view), hint)
+        shape = view or v.layout.storage_shape(v.shape) or (1,)
+        assert math.prod(shape) == v.type.size, (shape, v)
+        t = te.placeholder(shape, v.dtype, f"{hint}{len(self.tensors)}")
+        self.tensors.append(t)
+        self.args.append(Arg(value=name))
+        self.key.append(("value", v.shape, v.layout.block, v.dtype))
+        return t
+
+    def layout(self, name: str) -> Layout:
+        """The layout a value's placeholder reads: its own, plain for a constant (bound as a plain array)."""
+        return Layout() if self.g.is_constant(name) else self.g.values[name].layout
+
+    def const(self, array: np.ndarray, hint: str) -> Tensor:
+        array = np.ascontiguousarray(array).reshape(array.shape or (1,))
+        t = te.placeholder(array.shape, array.dtype.name, f"{hint}{len(self.tensors)}")
+        self.tensors.append(t)
+        self.args.append(Arg(const=array))
+        self.key.append(("const", array.shape, array.dtype.name))
+        return t
+
+    def done(self, kind: str, node: Node, out: Tensor, s: Schedule, flops: int = 0, extra_key: tuple = (),
+             template: str | None = None) -> KernelDef:
+        v = self.g.values[node.outputs[0]]
+        key = (kind, node.op, tuple(self.key), v.shape, v.layout.block, v.dtype) + extra_key
+        return KernelDef(kind, s, tuple(self.tensors) + (out,), tuple(self.args) + (Arg(value=node.outputs[0]),),
+                         key, flops, template)
+
+
+# ------------------------------------------------------------------------------------------- schedules
+
+def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int = 1 << 14) -> None:
+    """Vectorize the innermost axis when it is whole vectors; run the outer axes, fused, in parallel (when the
+    tensor is big enough to be worth threads). The two innermost axes stay loops of their own, so that the
+    elements of a row are addressed without division."""
+    st = s[t]
+    axes = list(st.axis)
+    if len(axes) >= 4:
+        axes = [st.fuse(*axes[:-2])] + axes[-2:]
+    inner = axes[-1]
+    if inner.extent % lanes == 0 and lanes > 1:
+        outer, vec = st.split(inner, lanes)
+        st.vectorize(vec)
+        if outer.extent == 1 and len(axes) > 1:
+            axes = axes[:-1]
+    if math.prod(t.shape) >= min_parallel and axes[0].extent > 1:
+        st.parallel(axes[0])
+
+
+def schedule_reductions(s: Schedule, stages: Sequence[Tensor], lanes: int) -> None:
+    """Root stages with reductions: parallel over their fused spatial axes; others elementwise."""
+    for t in stages:
+        st = s[t]
+        if st.reduce_axis:
+            spatial = list(st.axis)
+            fused = st.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+            if fused.extent > 1 and math.prod(t.shape) >= 256:
+                st.parallel(fused)
+        else:
+            schedule_elementwise(s, t, lanes)
+
+
+def map_kernel(args: KernelArgs, node: Node, lanes: int, body: Callable[[tuple[Expr, ...]], Expr],
+               kind: str) -> KernelDef:
+    """The kernel computing each element of the node's output from its logical index (``body``), elementwise
+    schedule."""
+    out_v = args.g.values[node.outputs[0]]
+    out = storage_compute(out_v, body)
+    s = create_schedule(out)
+    schedule_elementwise(s, out, lanes)
+    return args.done(kind, node, out, s)
+
+
+def pad_blocked(data: Tensor, pads: tuple[int, int, int, int], value: float = 0.0, name: str = "data_pad",
+                block: int | None = None) -> Tensor:
+    """Pad the rows and columns (axes 2, 3) of a plain or blocked NCHW tensor; ``data`` itself when no pads. With
+    ``block``, a plain NCHW ``data`` is blocked as well, ``[N, C/block, H', W', block]``: the padding copy is its
+    relayout too."""
+    t, l, b, r = pads
+    if not any(pads):
+        return data
+    shape = list(data.shape) if block is None else [data.shape[0], data.shape[1] // block, *data.shape[2:], block]
+    h, w = shape[2], shape[3]
+    shape[2], shape[3] = h + t + b, w + l + r
+
+    def body(*ax):
+        y, x = ax[2], ax[3]
+        inside = te.logical_and(y >= t, y < h + t, x >= l, x < w + l)
+        src = list(ax) if block is None else [ax[0], ax[1] * block + ax[4]]
+        src[2:4] = y - t, x - l
+        return te.select(inside, data[tuple(src)], te.const(value, data.dtype))
+
+    return te.compute(tuple(shape), body, name)
