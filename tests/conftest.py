@@ -19,7 +19,7 @@ from tensortune.te import Tensor
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true",
-                     help="rewrite tests/golden/ from the current output instead of comparing with it")
+                     help="rewrite tests/lower/golden/ from the current output instead of comparing with it")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Misbehaving schedule templates for tests/test_measure.py (module level, so worker processes can import them)."""
+"""Misbehaving schedule templates for tests/autotvm/test_measure.py (module level, so worker processes can import them)."""
 from __future__ import annotations
 
 import os

@@ -46,6 +46,7 @@ def tuned(tmp_path_factory):
     return log, summaries, records
 
 
+@pytest.mark.slow
 def test_tune_logs_every_trial_and_prints_a_json_summary(tuned):
     log, (first, _), (records8, _) = tuned
     assert len(records8) == 8
@@ -110,6 +111,7 @@ def test_show_prints_loop_ir_and_c(tuned, capsys):
     assert "#include" in c and "kernel" in c
 
 
+@pytest.mark.slow
 def test_bench_reports_tuned_default_and_numpy(tuned, capsys):
     log, _, _ = tuned
     code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "3", "--rounds", "1", "--threads", "1")
@@ -171,6 +173,7 @@ def test_bench_never_times_a_wrong_kernel(tuned, capsys, monkeypatch):
     assert list(w["kernels"]) == ["tensortune"]  # nothing timed
 
 
+@pytest.mark.slow
 def test_bench_top_times_the_fastest_logged_configs_again_and_benches_the_fastest(tuned, capsys):
     log, _, (_, records) = tuned
     code, out, _ = run(capsys, "bench", str(log), "--json", "--repeat", "2", "--threads", "1", "--top", "3")
@@ -205,6 +208,7 @@ def test_fastest_of_reports_a_wrong_or_unbuildable_config_and_never_picks_it(tun
         fastest_of([(task, ok[0])], threads=1, passes=0)
 
 
+@pytest.mark.slow
 def test_conv_peers_are_timed_or_reported_missing():
     """PyTorch / onnxruntime (optional): either a correct, timed peer or 'not installed', never an error."""
     for task in (create_task("conv2d", {"IC": 8, "OC": 16, "H": 6, "W": 6, "K": 3, "pad": 1}),
@@ -339,6 +343,7 @@ def test_check_output_tolerance():
     assert "wrong answer" in check_output(np.full_like(expected, np.nan), expected)
 
 
+@pytest.mark.slow
 def test_matmul_peers_and_packed_view_bench(tmp_path, capsys):
     """numpy / torch matmul peers are checked and timed; a packed-layout conv log benches against NCHW peers."""
     peers = time_peers(create_task("matmul", {"M": 8, "N": 16, "K": 4}), threads=1, repeat=2, min_repeat_ms=1.0)

@@ -1,9 +1,8 @@
 """Choosing each convolution's channel block from a tuning log: the layout of the network, layer by layer.
 
 The packed templates tune the channel blocks of a layer's input and output (``block_in``/``block_out``, a depthwise
-convolution's ``block``: one vector of the target or two). Which is faster differs by layer (measured on AVX2:
-two-vector blocks for 1x1 convolutions with many input channels, one for depthwise convolutions), but a layer's
-input block is the block its producer wrote; where a reader needs another, the network copies the tensor
+convolution's ``block``: one vector of the target or two). Which is faster differs by layer (BENCHMARKS.md), but
+a layer's input block is the block its producer wrote; where a reader needs another, the network copies the tensor
 (a ``Relayout``), which costs time too.
 
 ``choose_blocks`` therefore picks the output block of every tuned convolution for the whole network: the estimated
@@ -23,7 +22,6 @@ import numpy as np
 
 from ..autotvm.record import Record, RecordWarning, task_records
 from ..autotvm.task import Task
-from ..dtype import DType
 from ..errors import TensortuneError
 from ..graph.ir import Graph
 from ..operators import Conv, Relayout
@@ -40,24 +38,29 @@ UNTUNED_FACTOR = 2.0
 MAX_SWEEPS = 4
 
 
-def record_blocks(task: Task, config: Mapping, lanes: int) -> tuple[int, int]:
+def task_lanes(task: Task) -> int:
+    """Elements of the task's dtype in one vector of its target."""
+    wl = task.workload.layer if is_default(task) else task.workload
+    return max(1, task.target.lanes(wl.dtype))
+
+
+def record_blocks(task: Task, config: Mapping) -> tuple[int, int]:
     """The (input, output) channel blocks of a record's kernel, as its template says (``Template.channel_blocks``:
     the block knobs of the packed templates, the default blocks for records written before those knobs and for the
     other templates, Winograd and the untuned kernel)."""
     assert task.template.channel_blocks is not None, f"{task.name} schedules no channel-blocked layout"
-    return tuple(task.template.channel_blocks(config, task.workload, lanes))
+    return tuple(task.template.channel_blocks(config, task.workload, task_lanes(task)))
 
 
-def runs_with(task: Task, config: Mapping, lanes: int, blocks: tuple[int, int] | None) -> bool:
+def runs_with(task: Task, config: Mapping, blocks: tuple[int, int] | None) -> bool:
     """Whether a record's kernel can run a node whose (input, output) channel blocks are ``blocks`` (None: a dense
     layer, which runs any); the untuned kernel runs any blocks."""
-    return blocks is None or is_default(task) or record_blocks(task, config, lanes) == blocks
+    return blocks is None or is_default(task) or record_blocks(task, config) == blocks
 
 
 def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, dict[tuple[int, int] | None, float]]:
     """Each tuned convolution node of the planned graph ``g``: its fastest record's seconds per (input, output)
     channel blocks, over its task and alternatives; key None: the untuned kernel's record, which runs any blocks."""
-    lanes = max(1, target.lanes(DType.float32))
     by_workload: dict[str, list[Record]] = {}
     for r in records:
         if r.ok and math.isfinite(r.cost):
@@ -77,7 +80,7 @@ def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str
                     warnings.warn(f"records of {task.workload_key} left out: {e}", RecordWarning, stacklevel=2)
                     continue
             for r in mine:
-                key = None if is_default(task) else record_blocks(task, r.config, lanes)
+                key = None if is_default(task) else record_blocks(task, r.config)
                 times[key] = min(times.get(key, float("inf")), r.cost)
         if times:
             out[node.name] = times
@@ -103,12 +106,13 @@ def estimate_seconds(planned: Graph, times: Mapping[str, Mapping[tuple[int, int]
 def choose_blocks(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, int]:
     """The output channel block of each tuned convolution of ``g`` (a graph before ``plan_layout``) that makes the
     estimated network time least (see the module docstring); {} keeps the default blocks everywhere."""
-    lanes = max(1, target.lanes(DType.float32))
     times = layer_times(plan_layout(g, target), target, records)
     choices = {}
     for node in g.nodes:  # untuned layers too: their default kernels run any block, a tuned reader may want one
-        if isinstance(node.op, Conv) and len(g.values[node.outputs[0]].shape) == 4:
-            channels = g.values[node.outputs[0]].shape[1]
+        out = g.values[node.outputs[0]]
+        if isinstance(node.op, Conv) and len(out.shape) == 4:
+            channels = out.shape[1]
+            lanes = max(1, target.lanes(out.dtype))
             options = [b for b in block_choices(channels, lanes) if whole_groups(node.op, channels, b)]
             if len(options) > 1:
                 choices[node.name] = options

@@ -39,7 +39,6 @@ from ..autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from ..autotvm.measure.steadiness import SlowSpellGuard, SpeedProbe
 from ..autotvm.record import Record, RecordWarning, load_records, task_records, write_records
 from ..autotvm.task import Task
-from ..dtype import DType
 from ..env import settings
 from ..errors import ArgumentError
 from ..graph.ir import Graph, Node
@@ -151,14 +150,13 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
 def _candidates(g: Graph, node: Node, tasks: Sequence[Task], records: Sequence[Record], top_k: int,
                 blocks: tuple[int, int] | None) -> list[Candidate]:
     """The candidates of one layer (``layer_candidates``), ``node`` its first."""
-    lanes = max(1, tasks[0].target.lanes(DType.float32))
     found = []
     for task in tasks:
         mine = [r for r in records if r.matches(task)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RecordWarning)  # stale records: compile warns about them
             found += [(r.cost, task, r.config_index, r.config) for r in task_records(mine, task)
-                      if r.ok and runs_with(task, r.config, lanes, blocks)]
+                      if r.ok and runs_with(task, r.config, blocks)]
     found.sort(key=lambda f: f[0])
     chosen: list[Candidate] = []
     seen, kinds = set(), set()

@@ -11,7 +11,6 @@ from typing import Sequence
 
 from ..autotvm.record import Record, RecordWarning, task_records
 from ..autotvm.task import Task
-from ..dtype import DType
 from ..graph.ir import Graph
 from ..ops import default_block
 from ..target import Target
@@ -21,11 +20,10 @@ def network_fingerprint(g: Graph, target: Target) -> str:
     """A short key of an optimized graph for a target: its nodes, in order, with their operators, shapes and the
     channel blocks that are not the default (a refinement holds for one layout plan; a plan of default blocks keeps
     the key it had before blocks were planned)."""
-    lanes = max(1, target.lanes(DType.float32))
-
     def value(v):
         shape, block = list(v.shape), v.layout.block
-        return shape + [block] if block and len(shape) == 4 and block != default_block(shape[1], lanes) else shape
+        default = block and len(shape) == 4 and block == default_block(shape[1], max(1, target.lanes(v.dtype)))
+        return shape + [block] if block and len(shape) == 4 and not default else shape
 
     nodes = []
     for node in g.nodes:  # a fused node counts as the nodes it fuses (``Op.unfused``), as refined before fusion

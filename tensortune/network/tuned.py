@@ -22,7 +22,6 @@ import warnings
 
 from ..autotvm.record import Record, RecordWarning, load_records, task_records
 from ..autotvm.task import Task
-from ..dtype import DType
 from ..errors import TensortuneError
 from ..graph.errors import NetworkCompileError
 from ..graph.ir import Graph, Node
@@ -73,8 +72,7 @@ class TunedKernels:
     def best_record(self, task: Task, blocks: tuple[int, int] | None = None) -> Record | None:
         """The task's fastest successful record in the log (of a kernel that runs these (input, output) channel
         blocks, when given: ``layouts.runs_with``), or None."""
-        lanes = max(1, task.target.lanes(DType.float32))
-        mine = [r for r in self._task_records(task) if runs_with(task, r.config, lanes, blocks)]
+        mine = [r for r in self._task_records(task) if runs_with(task, r.config, blocks)]
         return min(mine, key=lambda r: r.cost, default=None)
 
     def alone_seconds(self, task: Task, index: int) -> float | None:
@@ -118,7 +116,7 @@ class TunedKernels:
                          if not is_default(task) and (rec := self.best_record(task)) is not None]
                 if other:
                     task, rec = other[0]
-                    given = record_blocks(task, rec.config, max(1, target.lanes(DType.float32)))
+                    given = record_blocks(task, rec.config)
                     warnings.warn(f"node '{node.name}': the tuned configs block channels by {given[0]}/{given[1]}, "
                                   f"the network's layout by {blocks[0]}/{blocks[1]}; using its default schedule",
                                   TunedLayoutWarning, stacklevel=2)

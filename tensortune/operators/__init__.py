@@ -3,7 +3,8 @@ once (``graph.op`` lists what): their attributes, ONNX converters per opset, sha
 reference, fusion pattern, layout rule, kernel and default schedule, and the tuning tasks that apply.
 
 Importing this package imports every module in it, which registers their ONNX converters; a new operator is a new
-module here (``softplus.py`` is an elementwise one, ``layer_norm.py`` a new kind) and needs no other edit.
+module here (``softplus.py`` is an elementwise one, ``layer_norm.py`` a new kind) and needs no other edit (the
+names below are re-exported for convenience; an operator added later is imported from its module).
 Shared pieces: ``kernel`` (kernel arguments, reads of blocked storage, default schedules), ``math`` (the functions
 formulas use), ``onnx_convert`` (the converter registry), ``window`` (windowed operators' geometry).
 """
@@ -18,7 +19,6 @@ from .conv import Conv, ConvLike  # noqa: E402
 from .elementwise import (Add, Binary, Clip, Div, Elementwise, EpilogueStep, HardSigmoid, HardSwish,  # noqa: E402
                           LeakyRelu, Mul, PRelu, Relu, Sigmoid, Sub, Tanh, Unary, WithEpilogue)
 from .expansion import ExpandDepthwise  # noqa: E402
-from .layer_norm import LayerNorm  # noqa: E402
 from .matmul import Dense, MatMul  # noqa: E402
 from .movement import Concat, Pad, PadMode, Slice, Transpose  # noqa: E402
 from .normalization import LRN, BatchNorm  # noqa: E402
@@ -26,10 +26,9 @@ from .onnx_convert import supported_operators  # noqa: E402
 from .pool import Pool, PoolKind  # noqa: E402
 from .reshape import Identity, Relayout, Reshape  # noqa: E402
 from .softmax import Softmax  # noqa: E402
-from .softplus import Softplus  # noqa: E402
 
 __all__ = ["Add", "BatchNorm", "Binary", "Cast", "Clip", "Concat", "Conv", "ConvLike", "Dense", "Div", "Elementwise",
-           "EpilogueStep", "ExpandDepthwise", "Gather", "HardSigmoid", "HardSwish", "Identity", "LRN", "LayerNorm",
+           "EpilogueStep", "ExpandDepthwise", "Gather", "HardSigmoid", "HardSwish", "Identity", "LRN",
            "LeakyRelu", "MatMul", "Mul", "PRelu", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Relu", "Reshape",
-           "Sigmoid", "Slice", "Softmax", "Softplus", "Sub", "Tanh", "Transpose", "Unary", "WithEpilogue",
+           "Sigmoid", "Slice", "Softmax", "Sub", "Tanh", "Transpose", "Unary", "WithEpilogue",
            "supported_operators"]

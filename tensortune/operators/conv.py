@@ -50,6 +50,19 @@ class ConvLike(WithEpilogue):
     def untuned_key(self, g: Graph, node: Node) -> str:
         return untuned_key(g, node)
 
+    def data_and_weight(self, inputs, rank: int):
+        """The data's and the weight's types, once the number of inputs and their ranks are checked."""
+        base = self.num_base_inputs
+        check_count(self, inputs, base, base + len(self.epilogue))  # type: ignore[attr-defined]
+        check_rank(self, inputs[0], rank, "the data")
+        check_rank(self, inputs[1], rank, "the weight")
+        return inputs[0], inputs[1]
+
+    def output(self, out: TensorType, inputs) -> tuple[TensorType]:
+        """``(out,)``, once the epilogue's operands are checked against it."""
+        check_epilogue(self, out, self.epilogue, inputs[self.num_base_inputs:])  # type: ignore[attr-defined]
+        return (out,)
+
 
 @dataclass(frozen=True, slots=True)
 class Conv(ConvLike):
@@ -71,11 +84,7 @@ class Conv(ConvLike):
         check_ints(self, "groups", (self.groups,), 1)
 
     def infer(self, inputs):
-        base = self.num_base_inputs
-        check_count(self, inputs, base, base + len(self.epilogue))
-        x, w = inputs[0], inputs[1]
-        check_rank(self, x, 4, "the data")
-        check_rank(self, w, 4, "the weight")
+        x, w = self.data_and_weight(inputs, 4)
         check_float(self, x, "the data")
         n, c, h, wd = x.shape
         o, cg, kh, kw = w.shape
@@ -86,9 +95,7 @@ class Conv(ConvLike):
             raise GraphError(f"Conv: the bias must have shape ({o},), got {inputs[2].shape}")
         oh = conv_out(h, kh, self.strides[0], self.pads[0], self.pads[2], self.dilations[0], self)
         ow = conv_out(wd, kw, self.strides[1], self.pads[1], self.pads[3], self.dilations[1], self)
-        out = TensorType((n, o, oh, ow), x.dtype)
-        check_epilogue(self, out, self.epilogue, inputs[base:])
-        return (out,)
+        return self.output(TensorType((n, o, oh, ow), x.dtype), inputs)
 
     def is_depthwise(self, channels: int, out_channels: int) -> bool:
         return self.groups == channels == out_channels and channels > 1

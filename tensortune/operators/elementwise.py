@@ -11,7 +11,7 @@ Formulas are branch-free where a kernel must vectorize them (leaky ReLU is ``max
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar, Sequence
 
 import numpy as np
@@ -50,8 +50,16 @@ class Elementwise(Op):
         lanes = lanes_of(target, g.values[node.outputs[0]].dtype, node)
         return elementwise_kernel(g, node, lanes, self.expr, self.name)
 
+    def __post_init__(self) -> None:
+        for f in fields(self):  # parameters are floats (ONNX gives some as integers)
+            if f.type in ("float", float):
+                object.__setattr__(self, f.name, float(getattr(self, f.name)))
+
     def __str__(self) -> str:
-        return "".join(w.capitalize() for w in self.name.split("_"))
+        """``LeakyRelu[0.1]``: the name, then the parameters."""
+        params = [getattr(self, f.name) for f in fields(self)]
+        name = "".join(w.capitalize() for w in self.name.split("_"))
+        return name + (f"[{', '.join(f'{v:g}' for v in params)}]" if params else "")
 
 
 class Unary(Elementwise):
@@ -108,16 +116,12 @@ class Clip(Unary):
     high: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "low", float(self.low))
-        object.__setattr__(self, "high", float(self.high))
+        Unary.__post_init__(self)
         if self.low > self.high:
             raise GraphError(f"Clip: min {self.low} is larger than max {self.high}")
 
     def formula(self, xs, m):
         return m.minimum(m.maximum(xs[0], m.const(self.low)), m.const(self.high))
-
-    def __str__(self) -> str:
-        return f"Clip[{self.low:g}, {self.high:g}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +131,9 @@ class LeakyRelu(Unary):
     name = "leaky_relu"
     alpha: float = 0.01
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "alpha", float(self.alpha))
-
     def formula(self, xs, m):
         x = xs[0]
         return m.maximum(x, m.const(0)) + m.const(self.alpha) * m.minimum(x, m.const(0))
-
-    def __str__(self) -> str:
-        return f"LeakyRelu[{self.alpha:g}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +152,8 @@ class HardSigmoid(Unary):
     alpha: float = 0.2
     beta: float = 0.5
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "alpha", float(self.alpha))
-        object.__setattr__(self, "beta", float(self.beta))
-
     def formula(self, xs, m):
         return m.minimum(m.maximum(xs[0] * m.const(self.alpha) + m.const(self.beta), m.const(0)), m.const(1))
-
-    def __str__(self) -> str:
-        return f"HardSigmoid[{self.alpha:g}, {self.beta:g}]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,11 @@ import numpy as np
 from .. import te
 from ..graph.errors import GraphError, NetworkCompileError
 from ..graph.ir import Graph, Node, TensorType
-from ..graph.op import Op, broadcast_shapes, check_count, check_rank
+from ..graph.op import Op, broadcast_shapes, check_count
 from ..schedule import create_schedule
 from ..target import Target
 from .conv import ConvLike
-from .elementwise import Add, EpilogueStep, Mul, apply_epilogue, check_epilogue
+from .elementwise import Add, EpilogueStep, Mul, apply_epilogue
 from .kernel import KernelArgs, KernelDef, lanes_of, schedule_reductions
 from .movement import Transpose
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter
@@ -30,18 +30,12 @@ class Dense(ConvLike):
     epilogue: tuple[EpilogueStep, ...] = ()
 
     def infer(self, inputs):
-        base = self.num_base_inputs
-        check_count(self, inputs, base, base + len(self.epilogue))
-        x, w = inputs[0], inputs[1]
-        check_rank(self, x, 2, "the data")
-        check_rank(self, w, 2, "the weight")
+        x, w = self.data_and_weight(inputs, 2)
         if x.shape[1] != w.shape[1]:
             raise GraphError(f"Dense: data {x.shape} and weight {w.shape} disagree on K")
         if self.has_bias and inputs[2].shape != (w.shape[0],):
             raise GraphError(f"Dense: the bias must have shape ({w.shape[0]},), got {inputs[2].shape}")
-        out = TensorType((x.shape[0], w.shape[0]), x.dtype)
-        check_epilogue(self, out, self.epilogue, inputs[base:])
-        return (out,)
+        return self.output(TensorType((x.shape[0], w.shape[0]), x.dtype), inputs)
 
     def reference(self, x: np.ndarray, w: np.ndarray, *rest: np.ndarray) -> np.ndarray:
         y = x @ w.T

@@ -67,10 +67,10 @@ class Reshape(Op):
         return map_kernel(a, node, lanes_of(target, out_v.dtype, node), body, "reshape")
 
 
-@dataclass(frozen=True, slots=True)
-class Identity(Op):
-    """The input itself (Identity, Dropout at inference)."""
+class _SameTensor(Op):
+    """An operator whose output is its input, element for element (a copy where it cannot share the memory)."""
 
+    __slots__ = ()
     pattern = Pattern.INJECTIVE
 
     def infer(self, inputs):
@@ -79,33 +79,26 @@ class Identity(Op):
 
     def reference(self, x: np.ndarray) -> np.ndarray:
         return x
+
+    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
+        return copy_kernel(g, node, target)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity(_SameTensor):
+    """The input itself (Identity, Dropout at inference)."""
 
     def is_alias(self, g: Graph, node: Node) -> bool:
         return _plain_in_and_out(g, node)
 
-    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        return copy_kernel(g, node, target)
-
 
 @dataclass(frozen=True, slots=True)
-class Relayout(Op):
+class Relayout(_SameTensor):
     """The input stored in another layout (the output value's): the same logical tensor."""
-
-    pattern = Pattern.INJECTIVE
-
-    def infer(self, inputs):
-        check_count(self, inputs, 1)
-        return (inputs[0],)
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        return x
 
     def is_alias(self, g: Graph, node: Node) -> bool:
         src, dst = g.values[node.inputs[0]], g.values[node.outputs[0]]
         return src.layout == dst.layout or same_memory_order(src.shape, src.layout, dst.layout)
-
-    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        return copy_kernel(g, node, target)
 
 
 def same_memory_order(shape: tuple[int, ...], a: Layout, b: Layout) -> bool:

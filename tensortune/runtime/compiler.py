@@ -28,7 +28,7 @@ LINK_FLAGS = ("-lm",)
 ERROR_LINES = 40
 INSTALL_HINT = "install gcc or clang, e.g. `apt-get install gcc`, or set CC=/path/to/compiler"
 # -fno-tree-loop-vectorize: loops are vectorized explicitly by our code generator (or by `omp simd`, which
-# stays on); gcc 12's auto-vectorizer miscompiles some guarded reductions (see tests/test_random_schedules.py).
+# stays on); gcc 12's auto-vectorizer miscompiles some guarded reductions (see tests/schedule/test_random_schedules.py).
 BASE_CFLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-ffp-contract=fast", "-fno-tree-loop-vectorize")
 PROGRAM_CFLAGS = ("-O2", "-std=gnu11")  # helper programs (the emulator's driver), not kernels
 PROGRAM_LINK_FLAGS = ("-ldl",)

@@ -1,0 +1,220 @@
+"""Graph passes: each is pure and keeps the interpreter's results; each does its rewrite on a small graph."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_cases import CASES
+from onnx_models import assert_close, rand
+from tensortune.graph import PLAIN, GraphBuilder, Layout, TensorType, Value, interpret
+from tensortune.frontend import import_onnx
+from tensortune.operators import (Add, BatchNorm, Conv, Dense, EpilogueStep, Gather, Identity, MatMul, Mul, Pool,
+                                  PoolKind, Relayout, Relu, Reshape, Sigmoid, Tanh)
+from tensortune.passes import (eliminate_dead_nodes, fold_batchnorm, fold_constants, fuse_epilogues, graph_passes,
+                               matmul_to_dense, optimize, plan_layout, remove_identities)
+from tensortune.network import zoo
+from tensortune.target import Target
+
+LANES = 8
+AVX2 = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")  # LANES floats per vector
+
+ZOO = [(name, fn) for name, fn in zoo.MODELS.items()]
+
+
+def _graphs():
+    for c in CASES:
+        yield pytest.param(c.build, id=c.id)
+    for name, fn in ZOO:
+        yield pytest.param(lambda fn=fn: (fn(image=32), {"input": rand((1, 3, 32, 32), 1)}), id=f"zoo-{name}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("build", _graphs())
+def test_every_pass_keeps_results(build):
+    m, feeds = build()
+    g = import_onnx(m)
+    expected = interpret(g, feeds)
+    seen = []
+
+    def check(name, after):
+        seen.append(name)
+        got = interpret(after, feeds)
+        assert list(got) == list(expected)
+        for k in expected:
+            assert_close(got[k], expected[k], f"{k} after {name}")
+
+    before = str(g)
+    optimize(g, AVX2, trace=check)
+    assert seen == [name for name, _ in graph_passes(AVX2)]
+    assert str(g) == before  # passes never change their input
+
+
+def _conv_graph(epilogue_nodes: bool = True):
+    """x -> Conv(w) -> BatchNorm -> Add(per-channel const) -> Relu -> Add(residual x) -> out."""
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((1, 8, 6, 6)))
+    w = b.add_constant("w", rand((8, 8, 3, 3), 2))
+    stats = [b.add_constant(n, rand((8,), k, 0.5, 1.5)) for k, n in enumerate(("g", "bt", "m", "v"))]
+    (c,) = b.add(Conv(pads=(1, 1, 1, 1)), ["x", w], "conv")
+    (y,) = b.add(BatchNorm(), [c] + stats, "bn")
+    if epilogue_nodes:
+        (y,) = b.add(Add(), [y, b.add_constant("k", rand((1, 8, 1, 1), 7))], "add_const")
+        (y,) = b.add(Relu(), [y], "relu")
+        (y,) = b.add(Add(), ["x", y], "residual")
+    b.outputs = [y]
+    return b.build()
+
+
+def _same(g1, g2, feeds):
+    for k, v in interpret(g1, feeds).items():
+        assert_close(interpret(g2, feeds)[k], v, k)
+
+
+def test_fold_batchnorm_into_conv():
+    g = _conv_graph(epilogue_nodes=False)
+    out = fold_batchnorm(g)
+    assert [n.op.kind for n in out.nodes] == ["Conv"]
+    assert out.nodes[0].op.has_bias and out.nodes[0].outputs == g.nodes[1].outputs
+    _same(g, out, {"x": rand((1, 8, 6, 6), 1)})
+
+
+def test_batchnorm_without_conv_becomes_scale_and_shift():
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((2, 4, 3, 3)))
+    stats = [b.add_constant(n, rand((4,), k, 0.5, 1.5)) for k, n in enumerate(("g", "bt", "m", "v"))]
+    (y,) = b.add(BatchNorm(1e-3), ["x"] + stats, "bn")
+    b.outputs = [y]
+    g = b.build()
+    out = fold_batchnorm(g)
+    assert [str(n.op) for n in out.nodes] == ["Mul", "Add"]
+    _same(g, out, {"x": rand((2, 4, 3, 3), 1)})
+
+
+def test_fuse_epilogues_folds_bias_then_fuses_activation_and_residual():
+    g = fold_batchnorm(_conv_graph())
+    out = fuse_epilogues(g)
+    assert len(out.nodes) == 1
+    (conv,) = out.nodes
+    relu, residual = EpilogueStep(Relu()), EpilogueStep(Add(), operand_left=True)
+    assert conv.op.epilogue == (relu, residual)
+    assert conv.inputs[0] == "x" and conv.inputs[-1] == "x" and len(conv.inputs) == 4
+    assert "epilogue=(Relu, Add(operand, x))" in str(out)
+    _same(g, out, {"x": rand((1, 8, 6, 6), 1)})
+
+
+def test_fuse_epilogues_stops_at_a_shared_value():
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((1, 8, 4, 4)))
+    (c,) = b.add(Conv(), ["x", b.add_constant("w", rand((8, 8, 1, 1)))], "conv")
+    (r,) = b.add(Relu(), [c], "relu")
+    (s,) = b.add(Sigmoid(), [r], "sig")
+    (t,) = b.add(Tanh(), [r], "tanh")
+    b.outputs = [s, t]
+    out = fuse_epilogues(b.build())
+    assert [str(n.op) for n in out.nodes] == ["Conv[epilogue=(Relu)]", "Sigmoid", "Tanh"]
+
+
+def test_residual_computed_after_the_conv_is_defined_before_the_fused_node():
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((1, 8, 4, 4)))
+    (c1,) = b.add(Conv(), ["x", b.add_constant("w1", rand((8, 8, 1, 1), 1))], "main")
+    (c2,) = b.add(Conv(), ["x", b.add_constant("w2", rand((8, 8, 1, 1), 2))], "shortcut")
+    (y,) = b.add(Add(), [c1, c2], "add")
+    b.outputs = [y]
+    g = b.build()
+    out = fuse_epilogues(g)
+    assert [n.name for n in out.nodes] == ["shortcut", "main"]
+    assert out.nodes[1].inputs[-1] == c2
+    _same(g, out, {"x": rand((1, 8, 4, 4), 3)})
+
+
+def test_matmul_to_dense_and_epilogue():
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((3, 5)))
+    (y,) = b.add(MatMul(), ["x", b.add_constant("w", rand((5, 4), 1))], "mm")
+    (y,) = b.add(Add(), [y, b.add_constant("c", rand((4,), 2))], "bias")
+    (y,) = b.add(Mul(), [y, b.add_constant("s", np.float32(0.5))], "scale")
+    b.outputs = [y]
+    g = b.build()
+    out = fuse_epilogues(matmul_to_dense(g))
+    (dense,) = out.nodes
+    assert dense.op == Dense(has_bias=True, epilogue=(EpilogueStep(Mul()),))
+    assert out.constants[dense.inputs[1]].shape == (4, 5)
+    _same(g, out, {"x": rand((3, 5), 4)})
+
+
+def test_fold_constants_identities_and_dead_nodes():
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((2, 6)))
+    table = b.add_constant("table", np.arange(12, dtype=np.float32).reshape(4, 3))
+    (row,) = b.add(Gather(0), [table, b.add_constant("i", np.array([1, 2], np.int64))], "gather")
+    (flat,) = b.add(Reshape((6,)), [row], "flat")
+    (same,) = b.add(Identity(), ["x"], "id")
+    (y,) = b.add(Add(), [same, flat], "add")
+    b.add(Tanh(), [y], "unused")
+    b.outputs = [y]
+    g = b.build()
+    folded = fold_constants(g)
+    assert [n.op.kind for n in folded.nodes] == ["Identity", "Add", "Tanh"]
+    assert folded.constants[flat].tolist() == [3, 4, 5, 6, 7, 8]
+    simple = eliminate_dead_nodes(remove_identities(folded))
+    assert [str(n.op) for n in simple.nodes] == ["Add"] and simple.nodes[0].inputs == ("x", flat)
+    assert set(simple.constants) == {flat}
+    _same(g, simple, {"x": rand((2, 6), 1)})
+
+
+def test_plan_layout_blocks_between_convolutions_only():
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((1, 3, 8, 8)))
+    (c1,) = b.add(Conv(pads=(1, 1, 1, 1)), ["x", b.add_constant("w1", rand((16, 3, 3, 3)))], "c1")
+    (p,) = b.add(Pool(PoolKind.MAX, (2, 2), (2, 2)), [c1], "pool")
+    (c2,) = b.add(Conv(), [p, b.add_constant("w2", rand((16, 16, 1, 1)))], "c2")
+    (s,) = b.add(Add(), [c2, p], "add")
+    (f,) = b.add(Reshape((1, 256)), [s], "flatten")
+    b.outputs = [f, s]
+    g = b.build()
+    out = plan_layout(g, AVX2)
+    kinds = [(n.op.kind, str(out.values[n.outputs[0]].layout)) for n in out.nodes]
+    assert kinds == [("Relayout", "NCHW3c"), ("Conv", "NCHW8c"), ("Pool", "NCHW8c"), ("Conv", "NCHW8c"),
+                     ("Add", "NCHW8c"), ("Relayout", ""), ("Reshape", "")]
+    assert out.values[s].layout == PLAIN  # a graph output is plain: its blocked version is relayouted once
+    assert sum(isinstance(n.op, Relayout) for n in out.nodes) == 2
+    _same(g, out, {"x": rand((1, 3, 8, 8), 1)})
+
+
+def test_blocked_layout_needs_divisible_channels():
+    with pytest.raises(Exception, match="blocks of 8"):
+        Value("v", TensorType((1, 12, 4, 4)), Layout(8))
+
+
+def test_a_grouped_convolution_reads_a_block_its_groups_hold_whole(monkeypatch):
+    """Groups of 8 channels cannot run in 16-channel blocks: a grouped convolution reading a 16-channel output gets
+    it relayouted to the default block (and ``choose_blocks`` never offers it 16-channel blocks); results unchanged."""
+    from tensortune.network import layouts
+
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((1, 3, 8, 8)))
+    (c1,) = b.add(Conv(pads=(1, 1, 1, 1)), ["x", b.add_constant("w1", rand((32, 3, 3, 3)))], "c1")
+    (c2,) = b.add(Conv(pads=(1, 1, 1, 1), groups=4), [c1, b.add_constant("w2", rand((32, 8, 3, 3), 2))], "c2")
+    (c3,) = b.add(Conv(), [c2, b.add_constant("w3", rand((16, 32, 1, 1), 3))], "c3")
+    b.outputs = [c3]
+    g = b.build()
+    out = plan_layout(g, AVX2, {"c1": 2 * LANES})
+    seen = {n.name: (str(out.values[n.inputs[0]].layout), str(out.values[n.outputs[0]].layout)) for n in out.nodes}
+    assert seen["c1"][1] == f"NCHW{2 * LANES}c"
+    assert seen["c2"] == (f"NCHW{LANES}c", f"NCHW{LANES}c")  # through a relayout of c1's output
+    assert seen["c3"][0] == f"NCHW{LANES}c"
+    assert sum(isinstance(n.op, Relayout) for n in out.nodes) == 3  # x blocked, c1 to one vector, the output plain
+    _same(g, out, {"x": rand((1, 3, 8, 8), 1)})
+
+    # a log whose grouped layer would be 10x faster writing 16-channel blocks: not a plan its groups can run
+    monkeypatch.setattr(layouts, "layer_times", lambda *args: {"c2": {(LANES, 2 * LANES): 1e-3, (LANES, LANES): 1e-2}})
+    assert "c2" not in layouts.choose_blocks(g, AVX2, [])
