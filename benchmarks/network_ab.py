@@ -5,8 +5,8 @@
 
 ``--change prefetch``: the 1x1 template's prefetch of the next block of weights (``templates.conv2d.
 _prefetch_weights``); ``--change input-relayout``: the first convolution blocking the plain image as it pads
-(``network.conv.plain_source``), against a relayout kernel first; ``--change expansion``: 1x1 expansions fused
-into the depthwise convolutions that read them (``network.expansion``), against the two kernels; ``--change
+(``operators.conv_kernels.plain_source``), against a relayout kernel first; ``--change expansion``: 1x1 expansions
+fused into the depthwise convolutions that read them (``passes.expansions``), against the two kernels; ``--change
 x86-minmax``: vector min/max (ReLU, Clip) as one MINPS/MAXPS (``codegen.c._x86_minmax``), against a comparison and
 a blend. Both networks are built from the same log (no build cache: neither choice is part of a kernel's key), the
 one "without" with the choice turned off; their outputs are compared, then they are timed in turns (``--rounds``
@@ -29,7 +29,8 @@ from common import positive_int, save_zoo_model, write_json
 def main() -> int:
     from tensortune.autotvm.templates import conv2d
     from tensortune.codegen import c as c_codegen
-    from tensortune.network import conv, expansion
+    from tensortune.operators import conv_kernels
+    from tensortune.passes import expansions
     from tensortune.network.compile_model import load_program, optimized_graph
     from tensortune.network.program import build_program
     from tensortune.network.tuned import TunedKernels
@@ -46,22 +47,24 @@ def main() -> int:
     args = p.parse_args()
 
     target = Target.parse(args.target) if args.target else Target.host()
-    with tempfile.TemporaryDirectory() as tmp:
-        model = str(save_zoo_model(Path(tmp), args.model))
-        chosen = TunedKernels(args.log, target)
-        g = optimized_graph(model, target, None, records=chosen.records)
-    owner, attr = {"prefetch": (conv2d, "_prefetch_weights"), "input-relayout": (conv, "plain_source"),
-                   "expansion": (expansion, "fusable_expansion"), "x86-minmax": (c_codegen, "_x86_minmax")}[args.change]
+    owner, attr = {"prefetch": (conv2d, "_prefetch_weights"), "input-relayout": (conv_kernels, "plain_source"),
+                   "expansion": (expansions, "fusable_expansion"),
+                   "x86-minmax": (c_codegen, "_x86_minmax")}[args.change]
     keep = getattr(owner, attr)
     modules, calls_of = {}, {}
+    tmp = tempfile.TemporaryDirectory()
+    model = str(save_zoo_model(Path(tmp.name), args.model))
     try:
         for name, fn in (("without", lambda *a: None), ("with", keep)):
             setattr(owner, attr, fn)
+            chosen = TunedKernels(args.log, target)
+            g = optimized_graph(model, target, None, records=chosen.records)  # fusion is a graph pass
             program = build_program(g, target, chosen, use_cache=False)
             calls_of[name] = len(program.calls)
             modules[name] = load_program(program, target, args.threads)
     finally:
         setattr(owner, attr, keep)
+        tmp.cleanup()
     x = np.random.default_rng(0).standard_normal(tuple(g.values[g.inputs[0]].shape)).astype("float32")
     if not np.allclose(modules["without"](x), modules["with"](x), rtol=1e-4, atol=1e-4):
         print("the two networks' outputs differ", file=sys.stderr)

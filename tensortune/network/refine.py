@@ -62,7 +62,7 @@ class Candidate:
     task: Task
     index: int
     alone: float | None
-    one_row: bool = False  # the task of the layer's pixels as one row (graph.tasks.flat_args)
+    one_row: bool = False  # the task of the layer's pixels as one row (conv_tasks.flat_workload)
 
     @property
     def is_default(self) -> bool:

@@ -19,6 +19,7 @@ from .conv import Conv, ConvLike  # noqa: E402
 from .elementwise import (Add, Binary, Clip, Div, Elementwise, EpilogueStep, HardSigmoid, HardSwish,  # noqa: E402
                           LeakyRelu, Mul, PRelu, Relu, Sigmoid, Sub, Tanh, Unary, WithEpilogue)
 from .expansion import ExpandDepthwise  # noqa: E402
+from .fused import FusedElementwise  # noqa: E402
 from .matmul import Dense, MatMul  # noqa: E402
 from .movement import Concat, Pad, PadMode, Slice, Transpose  # noqa: E402
 from .normalization import LRN, BatchNorm  # noqa: E402
@@ -28,7 +29,7 @@ from .reshape import Identity, Relayout, Reshape  # noqa: E402
 from .softmax import Softmax  # noqa: E402
 
 __all__ = ["Add", "BatchNorm", "Binary", "Cast", "Clip", "Concat", "Conv", "ConvLike", "Dense", "Div", "Elementwise",
-           "EpilogueStep", "ExpandDepthwise", "Gather", "HardSigmoid", "HardSwish", "Identity", "LRN",
+           "EpilogueStep", "ExpandDepthwise", "FusedElementwise", "Gather", "HardSigmoid", "HardSwish", "Identity", "LRN",
            "LeakyRelu", "MatMul", "Mul", "PRelu", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Relu", "Reshape",
            "Sigmoid", "Slice", "Softmax", "Sub", "Tanh", "Transpose", "Unary", "WithEpilogue",
            "supported_operators"]

@@ -128,8 +128,8 @@ class ConvShape:
                          out.shape[3])
 
     def one_row(self) -> "ConvShape":
-        """A 1x1, stride-1, unpadded convolution seen over its pixels as one row of ``H*W`` (``conv_tasks.flat_args``:
-        the same memory in NCHW[x]c)."""
+        """A 1x1, stride-1, unpadded convolution seen over its pixels as one row of ``H*W``
+        (``conv_tasks.flat_workload``: the same memory in NCHW[x]c)."""
         assert (self.KH, self.KW, self.strides, self.pads) == (1, 1, (1, 1), (0, 0, 0, 0)), self
         return ConvShape(self.N, self.C, 1, self.H * self.W, self.O, 1, 1, (1, 1), (0, 0, 0, 0), self.dilations,
                          self.groups, 1, self.OH * self.OW)

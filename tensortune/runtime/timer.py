@@ -117,7 +117,8 @@ def row_bands(shape: tuple[int, ...], itemsize: int) -> tuple[int, int, int]:
     (NCHW[x]c, five dimensions), as a layer splitting its output rows among its threads leaves it: its batch x
     channel blocks slices of rows of W x c elements; any other, as one whose threads split its memory in
     contiguous parts: one slice of 64-byte rows. A channel-blocked tensor of one row is a 1x1 convolution's input
-    seen as one row of its pixels (``graph.tasks.flat_args``), which the previous layer left in bands of pixels."""
+    seen as one row of its pixels (``operators.conv_tasks.flat_workload``), which the previous layer left in bands
+    of pixels."""
     if len(shape) == 5:
         n, c, h, w, b = shape
         return (n * c, w, b * itemsize) if h == 1 else (n * c, h, w * b * itemsize)
