@@ -7,7 +7,8 @@ rounds (``network.refine.whole_network_seconds``: medians of rounds, each round 
 whether the two versions generated the same C source.
 
     python benchmarks/versions_ab.py --old e756714 --models resnet18 mobilenet_v2 \\
-        --log resnet18=data/logs/avx512/resnet18_network.jsonl.gz --log mobilenet_v2=data/logs/avx512/mobilenet_v2_network.jsonl.gz
+        --log resnet18=data/logs/avx512/resnet18_network.jsonl.gz \\
+        --log mobilenet_v2=data/logs/avx512/mobilenet_v2_network.jsonl.gz
 """
 from __future__ import annotations
 

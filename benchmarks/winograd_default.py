@@ -15,9 +15,10 @@ import tensortune as tt
 from tensortune.dtype import DType
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.compile_model import load_program
-from tensortune.operators.conv_kernels import conv_kind, conv_operator, is_blocked_conv, winograd_applies, winograd_kernel
+from tensortune.operators.conv_kernels import (conv_kind, conv_operator, is_blocked_conv, winograd_applies,
+                                               winograd_kernel)
 from tensortune.operators.kernel import KernelArgs
-from tensortune.network.program import default_kernel as declare
+from tensortune.network.program import default_kernel
 from tensortune.network.program import build_program
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
@@ -29,8 +30,8 @@ wino_nodes = [n.name for n in g.nodes if winograd_applies(g, n) and is_blocked_c
 
 
 def chooser(tile):
-    if tile == "rule":  # what an untuned compile runs (conv.default_winograd_tile)
-        return declare
+    if tile == "rule":  # what an untuned compile runs (operators.conv_kernels.default_winograd_tile)
+        return default_kernel
 
     def choose(g, node, t):
         if tile and node.name in wino_nodes:
@@ -39,7 +40,7 @@ def chooser(tile):
             a = KernelArgs(g)
             op = conv_operator(g, node, a, lanes)
             return a.done(conv_kind(g, node), node, op.output, op.default_schedule(t), op.flops)
-        return declare(g, node, t)
+        return default_kernel(g, node, t)
     return choose
 
 

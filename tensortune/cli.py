@@ -946,18 +946,20 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from .network import optimized_graph
     from .network.tasks import extract_tasks
     from .operators import ExpandDepthwise
-    from .operators.conv_tasks import is_default
+    from .operators.conv_tasks import is_default, is_flat
 
     target = _target(args.target)
     graph = optimized_graph(args.model, target, parse_input_shapes(args.shape))
     tasks = extract_tasks(graph, target)
     fused = [n for n in graph.nodes if isinstance(n.op, ExpandDepthwise)]
+    by_name = {n.name: n for n in graph.nodes}
     total = sum(t.total_flops for t in tasks)
     rows = [{"index": k + 1, "kind": t.kind, "template": t.task.name if t.task else None, "workload": t.workload,
              "args": list(t.task.args) if t.task else None, "nodes": list(t.nodes), "occurrences": t.occurrences,
              "flops": t.flops, "total_flops": t.total_flops, "share": t.total_flops / total if total else 0.0,
              "alternatives": [{"template": a.name, "workload": a.workload_key, "args": list(a.args),
-                               "default": is_default(a)} for a in t.alternatives]}
+                               "default": is_default(a), "one_row": any(is_flat(graph, by_name[n], a) for n in t.nodes)}
+                              for a in t.alternatives]}
             for k, t in enumerate(tasks)]
     tunable = sum(r["total_flops"] for r in rows if r["template"])
     if args.json:
@@ -987,7 +989,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
               f"{r['occurrences']:>5} {r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
         for alt in r["alternatives"]:
             what = json.dumps(alt["args"], separators=(",", ":"))
-            view = ", pixels as one row" if alt["template"] == r["template"] else ""
+            view = ", pixels as one row" if alt["one_row"] else ""
             print(f"  {'':>3}  {'  alternative':<16} {alt['template']:<28} {what:<34} (the same nodes{view})")
     return EXIT_OK
 

@@ -11,7 +11,7 @@ from dataclasses import fields
 from .. import workloads
 from ..target import Target, TargetKind
 from .task import TEMPLATES, Task, TaskError
-from .templates import GPU_TEMPLATES  # noqa: F401 - importing the templates registers them
+from . import templates  # noqa: F401 - importing the templates registers them
 from .workload import OPERATORS as WORKLOADS
 
 _DEFAULTS = {"N": 1, "stride": 1, "pad": 0}
@@ -38,8 +38,12 @@ def templates_of(operator: str) -> tuple[str, ...]:
 
 def default_template(operator: str, target: Target) -> str:
     """The template ``tensortune tune OPERATOR`` uses for ``target`` when none is named."""
-    return next(t.name for t in TEMPLATES.values()
-                if t.operator == operator and t.default and target.kind in t.targets)
+    for t in TEMPLATES.values():
+        if t.operator == operator and t.default and target.kind in t.targets:
+            return t.name
+    fits = [n for n in templates_of(operator) if target.kind in TEMPLATES[n].targets]
+    raise TaskError(f"no template computes '{operator}' on '{target}' by default; name one of {fits} "
+                    f"(--template)" if fits else f"no template computes '{operator}' on '{target}'")
 
 
 def operator_of(template: str) -> str | None:

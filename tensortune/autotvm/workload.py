@@ -9,7 +9,6 @@ default, so that a float32 workload keeps the key it had before workloads were t
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Mapping
 
@@ -165,7 +164,3 @@ class Arguments:
     def __str__(self) -> str:
         return str(self.values)
 
-
-def replace(workload, **changes):
-    """``workload`` with some fields changed (``dataclasses.replace``)."""
-    return dataclasses.replace(workload, **changes)

@@ -32,9 +32,6 @@ from ..operators.onnx_convert import OnnxNode, Reject
 MIN_OPSET, MAX_OPSET = 7, 21
 MIN_IR_VERSION = 3
 
-class _Reject(Exception):
-    """A node cannot be imported; the message says why."""
-
 
 def load_model(model) -> "onnx.ModelProto":  # noqa: F821 - onnx is imported lazily
     """An ``onnx.ModelProto`` from a path, bytes or a ``ModelProto``; ``ModelError`` for anything else."""
@@ -151,9 +148,9 @@ class _Importer:
                 raise ModelError(f"input '{inp.name}' is not a tensor")
             dtype = _input_dtype(t.elem_type)
             if dtype is None:
-                names = helper.tensor_dtype_to_string(t.elem_type) if t.elem_type else "no element type"
+                given_type = helper.tensor_dtype_to_string(t.elem_type) if t.elem_type else "no element type"
                 raise UnsupportedModelError([Unsupported("input", inp.name, self.opset, (
-                    f"inputs must be tensors of {', '.join(d.value for d in DType)}, not {names}"))])
+                    f"inputs must be tensors of {', '.join(d.value for d in DType)}, not {given_type}"))])
             dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim]
             if inp.name in self.shapes:
                 given = tuple(int(d) for d in self.shapes[inp.name])

@@ -5,8 +5,9 @@ An operator kind is a frozen dataclass whose fields are its attributes, subclass
 ``tensortune.operators`` together with everything else about it: its ONNX converters, shape and dtype inference
 (``infer``), its numpy reference (``reference``: the interpreter and constant folding run it), its fusion
 ``pattern``, how it takes part in the layout plan (``layout_rule``), its kernel (a tensor expression and its
-default schedule per target, ``kernel``), and, for the operators templates tune, its tuning tasks (``tasks``) and
-the kernel a tuned config schedules (``tuned_kernel``). Nothing outside that module tells operator kinds apart
+default schedule per target, ``kernel``), and, for the operators templates tune, its workload kind, tuning tasks,
+FLOPs and the kernel a tuned config schedules (``workload_kind``, ``tasks``, ``flops``, ``tuned_kernel``,
+``layer_blocks``). Nothing outside that module tells operator kinds apart
 by name.
 
 ``op.infer(input_types)`` returns the output types and raises ``GraphError`` for inputs the operator cannot take,
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
+from ..dtype import DType
+from ..errors import DTypeError
 from .errors import GraphError, NetworkCompileError
 
 if TYPE_CHECKING:  # pragma: no cover - names for annotations only
@@ -109,6 +112,18 @@ class Op:
         """Floating-point operations of one run of the node (0 where nobody counts them)."""
         return 0
 
+    def untuned_key(self, g: "Graph", node: "Node") -> str:
+        """A readable workload of a node of a tuned kind that no template computes (its task group's name)."""
+        return f"{self} {', '.join(str(g.values[i].type) for i in node.inputs)}"
+
+    def layer_blocks(self, g: "Graph", node: "Node") -> tuple[int, int] | None:
+        """The (input, output) channel blocks a tuned config must run (None: any)."""
+        return None
+
+    def tuned_kernel(self, g: "Graph", node: "Node", task: Any, index: int) -> Any:
+        """The node's kernel scheduled by config ``index`` of ``task`` (one of ``tasks``)."""
+        raise NetworkCompileError(f"node '{node.name}' ({self}) has no tuning task: no config schedules it")
+
     # ------------------------------------------------------------------ printing
     def attrs(self) -> dict[str, object]:
         """The attributes that differ from their defaults (for printing)."""
@@ -146,18 +161,26 @@ def check_rank(op: Op, t: "TensorType", rank: int, what: str) -> None:
         raise GraphError(f"{op.kind}: {what} must have rank {rank}, got shape {t.shape}")
 
 
+def is_float(dtype: str) -> bool:
+    """Whether a dtype name is a floating-point type (bfloat16 included, which numpy does not count as one)."""
+    try:
+        return DType.of(dtype).is_float
+    except DTypeError:
+        return bool(np.issubdtype(np.dtype(dtype), np.floating))
+
+
 def check_float(op: Op, t: "TensorType", what: str) -> None:
-    if not np.issubdtype(numpy_dtype(t.dtype), np.floating):
+    if not is_float(t.dtype):
         raise GraphError(f"{op.kind}: {what} must be a float tensor, got {t.dtype}")
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    """The numpy dtype of a dtype name (``bfloat16``: ``ml_dtypes``'s)."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    """The numpy dtype of a dtype name: ``DType.numpy`` for the dtypes kernels compute (bfloat16 is ``ml_dtypes``'s),
+    numpy's own for the others a graph's constants may hold."""
+    try:
+        return DType.of(name).numpy
+    except DTypeError:
+        return np.dtype(name)
 
 
 def check_ints(op: Op, name: str, values: tuple[int, ...], length: int, minimum: int = 1) -> None:

@@ -18,7 +18,6 @@ import math
 import warnings
 from typing import Mapping, Sequence
 
-import numpy as np
 
 from ..autotvm.record import Record, RecordWarning, task_records
 from ..autotvm.task import Task
@@ -93,7 +92,7 @@ def estimate_seconds(planned: Graph, times: Mapping[str, Mapping[tuple[int, int]
     for node in planned.nodes:
         if isinstance(node.op, Relayout):
             v = planned.values[node.outputs[0]]
-            total += 2 * math.prod(v.shape) * np.dtype(v.dtype).itemsize / RELAYOUT_BYTES_PER_S
+            total += 2 * v.type.nbytes / RELAYOUT_BYTES_PER_S
             continue
         mine = times.get(node.name)
         if mine and isinstance(node.op, Conv):

@@ -116,8 +116,8 @@ class NetworkModule(BaseModule):
         self._constants = constants if constants.ctypes.data % ALIGNMENT == 0 else _realign(constants)
         self._workspace = aligned_bytes(manifest.workspace_bytes)
         self._lock = threading.Lock()
-        super().__init__(library, ENTRY, manifest.inputs + manifest.outputs, (), source, num_threads,
-                         Target.parse(manifest.target))
+        super().__init__(library, ENTRY, manifest.inputs + manifest.outputs, (), source, num_threads or None,
+                         Target.parse(manifest.target))  # 0 or None: the settings' threads
 
     def _open(self) -> None:
         try:
@@ -294,8 +294,7 @@ def random_inputs(module: NetworkModule, seed: int = 0) -> list[np.ndarray]:
     out = []
     for spec in module.inputs:
         dt = spec.dtype.numpy
-        out.append(rng.uniform(-1, 1, spec.shape).astype(dt) if np.issubdtype(dt, np.floating)
-                   else np.zeros(spec.shape, dt))
+        out.append(rng.uniform(-1, 1, spec.shape).astype(dt) if spec.dtype.is_float else np.zeros(spec.shape, dt))
     return out
 
 

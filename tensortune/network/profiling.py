@@ -115,9 +115,7 @@ def _config_of(choose, g, node, target: Target) -> tuple[str, float | None]:
         return "-", None
     task = choose.applied_task.get(node.name) or next(t for t in tasks if is_default(t))
     index = choose.applied.get(node.name, (None, 0))[1]
-    alone = None if task is None else choose.alone_seconds(task, index)
-    return ("default" if is_default(task) else f"{task.name}{_view(g, node, task)} #{index}"), alone
-
-
-def _view(g, node, task) -> str:
-    return " (one row)" if task is not None and is_flat(g, node, task) else ""
+    if is_default(task):
+        return "default", choose.alone_seconds(task, index)
+    view = " (one row)" if is_flat(g, node, task) else ""
+    return f"{task.name}{view} #{index}", choose.alone_seconds(task, index)

@@ -72,7 +72,7 @@ def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Targe
     root = _roots(g)
     steps = [(node.name, choose(g, node, target)) for node in g.nodes if not node.op.is_alias(g, node)]
     # a kernel whose output no kernel reads, no alias passes on and no graph output is does not run: a relayout whose
-    # readers read its source and block it themselves (conv.plain_source)
+    # readers read its source and block it themselves (operators.conv_kernels.plain_source)
     read = {arg.value for _, kd in steps for arg in kd.args[:-1] if arg.value is not None}
     read |= {i for node in g.nodes if node.op.is_alias(g, node) for i in node.inputs}
     steps = [(name, kd) for name, kd in steps if kd.args[-1].value in read or kd.args[-1].value in g.outputs]

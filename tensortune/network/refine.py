@@ -42,7 +42,7 @@ from ..autotvm.task import Task
 from ..env import settings
 from ..errors import ArgumentError
 from ..graph.ir import Graph, Node
-from ..operators.conv_tasks import BlockMismatch, is_default, is_flat, node_blocks
+from ..operators.conv_tasks import BlockMismatch, is_default, is_flat
 from ..operators.kernel import KernelDef
 from ..target import Target
 from .compile_model import load_program, optimized_graph
@@ -138,7 +138,7 @@ def layer_candidates(g: Graph, target: Target, records: Sequence[Record], top_k:
         tasks = node.op.tasks(g, node, target)
         if not tasks:
             continue
-        blocks = node_blocks(g, node)  # a config of other channel blocks cannot run here: not built to find out
+        blocks = node.op.layer_blocks(g, node)  # a config of other blocks cannot run here: not built to find out
         key = (tasks[0].workload_key, blocks)
         nodes.setdefault(key, []).append(node.name)
         if key not in candidates:

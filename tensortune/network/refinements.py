@@ -12,6 +12,7 @@ from typing import Sequence
 from ..autotvm.record import Record, RecordWarning, task_records
 from ..autotvm.task import Task
 from ..graph.ir import Graph
+from ..operators import Binary, Unary
 from ..ops import default_block
 from ..target import Target
 
@@ -29,9 +30,15 @@ def network_fingerprint(g: Graph, target: Target) -> str:
     for node in g.nodes:  # a fused node counts as the nodes it fuses (``Op.unfused``), as refined before fusion
         graph, parts = node.op.unfused(g, node)
         for n in parts:
-            nodes.append([n.name, type(n.op).__name__, [value(graph.values[v]) for v in (*n.inputs, *n.outputs)]])
+            nodes.append([n.name, _kind(n.op), [value(graph.values[v]) for v in (*n.inputs, *n.outputs)]])
     text = json.dumps([str(target), g.name, list(g.inputs), nodes], default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _kind(op) -> str:
+    """An operator's kind as fingerprints have named it: elementwise operators by their arity, as before each was a
+    class of its own (so that refinements of older versions still apply)."""
+    return "Unary" if isinstance(op, Unary) else "Binary" if isinstance(op, Binary) else type(op).__name__
 
 
 def layer_tag(fingerprint: str, blocks: tuple[int, int] | None) -> str:

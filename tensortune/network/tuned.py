@@ -7,12 +7,12 @@ stride-1 convolution, also a ``conv2d_winograd_nchwc_packed`` task; every node, 
 untuned kernel, measured by the network's tuner) runs the alternative whose best record is fastest among the
 records of kernels with the node's channel blocks (the layout ``layouts.choose_blocks`` planned from the same log):
 their FLOPs are the same, so the shortest time wins, and a log that measured the default keeps it wherever no tuned
-config beat it. A dense layer runs any blocks (its plain tensors are 1x1 images blocked any way). Where ``refine`` timed a layer's candidates inside this very network (records marked with its
-fingerprint), the layer runs the fastest of its latest refinement instead: timed among the network's other
+config beat it. A dense layer runs any blocks (its plain tensors are 1x1 images blocked any way). Where
+``refine`` timed a layer's candidates inside this very network (records marked with its fingerprint), the layer runs the fastest of its latest refinement instead: timed among the network's other
 kernels, that ranking is the one that counts. A node whose tasks have no successful record, whose fastest record
 is the default's, or whose records all block channels otherwise than the network's layout, keeps its default
 kernel (the last with a warning), which for a 3x3, stride-1 convolution may be a Winograd one
-(``conv.default_winograd_tile``).
+(``operators.conv_kernels.default_winograd_tile``).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ..autotvm.task import Task
 from ..errors import TensortuneError
 from ..graph.errors import NetworkCompileError
 from ..graph.ir import Graph, Node
-from ..operators.conv_tasks import BlockMismatch, is_default, node_blocks
+from ..operators.conv_tasks import BlockMismatch, is_default
 from ..operators.kernel import KernelDef
 from ..target import Target
 from .layouts import record_blocks, runs_with
@@ -88,7 +88,7 @@ class TunedKernels:
     def refined_choice(self, g: Graph, tasks: tuple[Task, ...],
                        blocks: tuple[int, int] | None = None) -> tuple[Task, int] | None:
         """The task and config index of the layer's fastest candidate in the latest refinement of this network
-        (``refine``): among the records of the node's layer (``refine.layer_tag``: nodes of one workload may get
+        (``refine``): among the records of the node's layer (``refinements.layer_tag``: nodes of one workload may get
         different input blocks from their producers, so each blocks pair is a layer of its own), or None when the
         log has none."""
         if not self.in_network or not tasks:
@@ -103,7 +103,7 @@ class TunedKernels:
         tasks = node.op.tasks(g, node, target)
         if not tasks:
             return node.op.kernel(g, node, target)
-        blocks = node_blocks(g, node)
+        blocks = node.op.layer_blocks(g, node)
         refined = self.refined_choice(g, tasks, blocks)
         if refined is not None:
             self.refined.append(node.name)

@@ -29,7 +29,7 @@ from .reshape import Identity, Relayout, Reshape  # noqa: E402
 from .softmax import Softmax  # noqa: E402
 
 __all__ = ["Add", "BatchNorm", "Binary", "Cast", "Clip", "Concat", "Conv", "ConvLike", "Dense", "Div", "Elementwise",
-           "EpilogueStep", "ExpandDepthwise", "FusedElementwise", "Gather", "HardSigmoid", "HardSwish", "Identity", "LRN",
-           "LeakyRelu", "MatMul", "Mul", "PRelu", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Relu", "Reshape",
+           "EpilogueStep", "ExpandDepthwise", "FusedElementwise", "Gather", "HardSigmoid", "HardSwish", "Identity",
+           "LRN", "LeakyRelu", "MatMul", "Mul", "PRelu", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Relu", "Reshape",
            "Sigmoid", "Slice", "Softmax", "Sub", "Tanh", "Transpose", "Unary", "WithEpilogue",
            "supported_operators"]

@@ -16,7 +16,7 @@ from ..target import Target
 from .elementwise import elementwise_kernel
 from .kernel import KernelDef, lanes_of
 from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints
-from .reshape import Identity
+from .reshape import Identity, copy_kernel
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +61,10 @@ class Cast(Op):
         return self.to == src.dtype and not src.layout.blocked and not dst.layout.blocked
 
     def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        lanes = lanes_of(target, self.to, node)
         lanes_of(target, g.values[node.inputs[0]].dtype, node)  # the input's dtype must be one kernels read
         if self.to == g.values[node.inputs[0]].dtype:
-            return elementwise_kernel(g, node, lanes, lambda xs: xs[0], "copy")
-        return elementwise_kernel(g, node, lanes, lambda xs: xs[0].astype(self.to), "cast")
+            return copy_kernel(g, node, target)
+        return elementwise_kernel(g, node, lanes_of(target, self.to, node), lambda xs: xs[0].astype(self.to), "cast")
 
 
 @converter("Constant", attrs=("value", "value_float", "value_floats", "value_int", "value_ints"))

@@ -1,7 +1,7 @@
 """2-D convolution: the ``Conv`` operator (with its fused bias and epilogue), its ONNX converter, numpy reference,
 kernels (``conv_kernels``) and tuning tasks (``conv_tasks``).
 
-``ConvLike`` is what a convolution and a dense layer (``dense.Dense``, a 1x1 convolution of 1x1 images) share: a
+``ConvLike`` is what a convolution and a dense layer (``matmul.Dense``, a 1x1 convolution of 1x1 images) share: a
 constant weight, an optional bias, an epilogue, the blocked kernels and the templates that tune them.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node, TensorType
 from ..graph.op import LayoutRule, check_count, check_float, check_ints, check_rank
 from ..target import Target
-from .conv_kernels import conv_kernel
-from .conv_tasks import node_tasks, tuned_conv, untuned_key, workload_kind
+from .conv_kernels import ConvShape, conv_kernel
+from .conv_tasks import node_blocks, node_tasks, tuned_conv, untuned_key, workload_kind
 from .elementwise import EpilogueStep, WithEpilogue, apply_epilogue, check_epilogue
 from .kernel import KernelDef
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter
@@ -49,6 +49,12 @@ class ConvLike(WithEpilogue):
 
     def untuned_key(self, g: Graph, node: Node) -> str:
         return untuned_key(g, node)
+
+    def flops(self, g: Graph, node: Node) -> int:
+        return ConvShape.of(g, node).flops
+
+    def layer_blocks(self, g: Graph, node: Node) -> tuple[int, int] | None:
+        return node_blocks(g, node)
 
     def data_and_weight(self, inputs, rank: int):
         """The data's and the weight's types, once the number of inputs and their ranks are checked."""
@@ -105,11 +111,6 @@ class Conv(ConvLike):
         if self.has_bias:
             y = y + rest[0][None, :, None, None]
         return apply_epilogue(self.epilogue, y, rest[self.num_base_inputs - 2:])
-
-    def flops(self, g: Graph, node: Node) -> int:
-        o, cg, kh, kw = g.values[node.inputs[1]].shape
-        n, _, oh, ow = g.values[node.outputs[0]].shape
-        return 2 * n * o * oh * ow * cg * kh * kw
 
 
 def conv2d(op: Conv, x: np.ndarray, w: np.ndarray) -> np.ndarray:

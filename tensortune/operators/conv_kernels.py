@@ -9,7 +9,7 @@ rule (``ops.winograd.default_tile_size``). A dense layer is the 1x1 convolution 
 channels (``[M, K]`` data lies in memory as such images). Convolutions whose groups do not hold whole channel
 blocks run a plain loop nest (``generic_conv_kernel``).
 
-The nodes are ``conv.Conv`` and ``dense.Dense`` (told apart by ``op.dense``); their inputs are the data, the
+The nodes are ``conv.Conv`` and ``matmul.Dense`` (told apart by ``op.dense``); their inputs are the data, the
 weight, the bias when ``op.has_bias``, then the operands of the epilogue's binary steps.
 """
 from __future__ import annotations

@@ -111,12 +111,18 @@ def workload_kind(g: Graph, node: Node) -> str:
 
 
 def untuned_key(g: Graph, node: Node) -> str:
-    """A readable workload of a node no template computes: ``[N,C,H,W]->O k3x3 s2x2 p1,1,1,1 d1x1 g32``."""
+    """A readable workload of a node no template computes: ``[N,C,H,W]->O k3x3 s2x2 p1,1,1,1 d1x1 g32`` (a dense
+    layer: ``[M,K]->N dense``), then its dtype unless float32 (``... g32 float16``)."""
     op = node.op
+    dtype = g.values[node.outputs[0]].dtype
+    suffix = "" if dtype == "float32" else f" {dtype}"
+    if op.dense:
+        (m, k), n = g.values[node.inputs[0]].shape, g.values[node.inputs[1]].shape[0]
+        return f"[{m},{k}]->{n} dense{suffix}"
     o, _, kh, kw = g.values[node.inputs[1]].shape
     shape = ",".join(map(str, g.values[node.inputs[0]].shape))
     return (f"[{shape}]->{o} k{kh}x{kw} s{op.strides[0]}x{op.strides[1]} p{','.join(map(str, op.pads))} "
-            f"d{op.dilations[0]}x{op.dilations[1]} g{op.groups}")
+            f"d{op.dilations[0]}x{op.dilations[1]} g{op.groups}{suffix}")
 
 
 def node_blocks(g: Graph, node: Node) -> tuple[int, int] | None:

@@ -151,8 +151,8 @@ def _expanded_width(dw: ConvShape, tile: int) -> int:
 
 def expand_depthwise_kernel(g: Graph, pw: Node, dw: Node, target: Target, plan: ExpansionPlan | None = None
                             ) -> KernelDef:
-    """The fused kernel of 1x1 expansion ``pw`` and depthwise ``dw`` (``fusable_expansion``): reads ``pw``'s input,
-    writes ``dw``'s output."""
+    """The fused kernel of 1x1 expansion ``pw`` and depthwise ``dw`` (``passes.expansions.fusable_expansion``):
+    reads ``pw``'s input, writes ``dw``'s output."""
     dtype = DType.of(g.values[dw.outputs[0]].dtype)
     lanes = lanes_of(target, dtype, dw)
     psh, dsh = ConvShape.of(g, pw), ConvShape.of(g, dw)

@@ -2,9 +2,9 @@
 one node whose kernel makes one pass over the output, instead of one pass and one stored tensor per operator.
 
 ``passes.fuse_elementwise`` makes them (the generic rule of fusion, for elementwise producers: an ``ELEMWISE`` or
-``BROADCAST`` node whose every reader is one such node of the same output shape joins its reader). The fused
-operator is itself ``Elementwise``: it is planned, scheduled and, after a convolution, fused into its epilogue like
-any other.
+``BROADCAST`` node whose only reader is one such node of the same output shape joins its reader). The fused
+operator is itself ``Elementwise``: it is planned and scheduled like any other (it runs after the epilogue fusion,
+which takes ``Unary`` and ``Binary`` steps).
 """
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ class FusedElementwise(Elementwise):
 
     steps: tuple[tuple[Elementwise, tuple[int, ...]], ...]
     inputs: int
+
+    @property
+    def arity(self) -> int:
+        return self.inputs
 
     def __post_init__(self) -> None:
         if not self.steps:

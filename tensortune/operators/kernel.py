@@ -114,7 +114,7 @@ class KernelArgs:
         t = te.placeholder(shape, v.dtype, f"{hint}{len(self.tensors)}")
         self.tensors.append(t)
         self.args.append(Arg(value=name))
-        self.key.append(("value", v.shape, v.layout.block, v.dtype))
+        self.key.append(("value", v.shape, v.layout.block, v.layout.axis, v.dtype))
         return t
 
     def layout(self, name: str) -> Layout:
@@ -132,7 +132,7 @@ class KernelArgs:
     def done(self, kind: str, node: Node, out: Tensor, s: Schedule, flops: int = 0, extra_key: tuple = (),
              template: str | None = None) -> KernelDef:
         v = self.g.values[node.outputs[0]]
-        key = (kind, node.op, tuple(self.key), v.shape, v.layout.block, v.dtype) + extra_key
+        key = (kind, node.op, tuple(self.key), v.shape, v.layout.block, v.layout.axis, v.dtype) + extra_key
         return KernelDef(kind, s, tuple(self.tensors) + (out,), tuple(self.args) + (Arg(value=node.outputs[0]),),
                          key, flops, template)
 

@@ -16,7 +16,7 @@ import numpy as np
 from .. import te
 from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node
-from ..graph.op import Op, check_count, check_float
+from ..graph.op import Op, broadcast_shapes, check_count, check_float
 from ..schedule import create_schedule
 from ..target import Target
 from .kernel import KernelArgs, KernelDef, lanes_of, read_broadcast, schedule_reductions
@@ -28,7 +28,7 @@ class LayerNorm(Op):
     """Normalize over the axes ``axis`` to the last; inputs x, scale and (when ``has_bias``) bias, each of the
     normalized axes' shape or broadcasting to it."""
 
-    axis: int = -1
+    axis: int
     epsilon: float = 1e-5
     has_bias: bool = True
 
@@ -40,7 +40,7 @@ class LayerNorm(Op):
             raise GraphError(f"LayerNorm: axis {self.axis} is out of range for shape {x.shape}")
         row = x.shape[self.axis:]
         for t, what in zip(inputs[1:], ("scale", "bias")):
-            if len(t.shape) > len(row) or np.broadcast_shapes(t.shape, row) != row or t.dtype != x.dtype:
+            if len(t.shape) > len(row) or broadcast_shapes(self, t.shape, row) != row or t.dtype != x.dtype:
                 raise GraphError(f"LayerNorm: the {what} {t} must broadcast to the normalized axes {row} of {x}")
         return (x,)
 

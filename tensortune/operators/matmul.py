@@ -43,10 +43,6 @@ class Dense(ConvLike):
             y = y + rest[0]
         return apply_epilogue(self.epilogue, y, rest[self.num_base_inputs - 2:])
 
-    def flops(self, g: Graph, node: Node) -> int:
-        m, k = g.values[node.inputs[0]].shape
-        return 2 * m * g.values[node.inputs[1]].shape[0] * k
-
 
 @dataclass(frozen=True, slots=True)
 class MatMul(Op):

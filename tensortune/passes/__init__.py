@@ -52,4 +52,5 @@ def optimize(g: Graph, target: Target, trace: Callable[[str, Graph], None] | Non
 
 
 __all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_elementwise",
-           "fuse_epilogues", "fuse_expansions", "graph_passes", "matmul_to_dense", "optimize", "plan_layout", "remove_identities"]
+           "fuse_epilogues", "fuse_expansions", "graph_passes", "matmul_to_dense", "optimize", "plan_layout",
+           "remove_identities"]

@@ -1,9 +1,9 @@
 """``fuse_elementwise``: chains of elementwise nodes become one node (``operators.FusedElementwise``), computed in one
 pass over the output with no tensor stored between them.
 
-The rule reads only the operators' patterns: an ``ELEMWISE`` or ``BROADCAST`` node joins its reader when that reader
-is its only one, is itself ``ELEMWISE`` or ``BROADCAST``, has an output of the same shape and dtype, and the node's
-output is not a graph output; chains join chains. (A node whose output is smaller than its reader's, broadcast into
+The rule reads the operators' patterns: an elementwise operator (``operators.Elementwise``) whose pattern is
+``ELEMWISE`` or ``BROADCAST`` joins its reader when that reader is its only one, is itself such an operator, has an
+output of the same shape and dtype, and the node's output is not a graph output; chains join chains. (A node whose output is smaller than its reader's, broadcast into
 it, stays a kernel of its own: fused, it would be computed again for every element it broadcasts to.) It runs after
 ``fuse_epilogues``, so the chains a convolution or dense layer absorbs are already in its epilogue.
 """

@@ -2,14 +2,17 @@
 fused kernel computing the network (epilogue operands seen the same way), and the records that choose it."""
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
+import tensortune.cli
 from onnx_models import assert_close, default_blocks, model, node, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
@@ -78,7 +81,7 @@ def _conv_node(graph, name):
     return next(n for n in graph.nodes if n.inputs[1:2] == (f"{name}_w",))
 
 
-def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_the_view():
+def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_the_view(tmp_path, capsys):
     target = AVX2
     graph = optimized_graph(_epilogue_model(5, 7), target)
     flat = {}
@@ -86,6 +89,13 @@ def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_t
         n = _conv_node(graph, name)
         flat[name] = [t.args for t in node_tasks(graph, n, target) if is_flat(graph, n, t)]
     assert flat == {"a": [(1, 16, 1, 35, 16, 1, 1, 0)], "b": [], "c": [(1, 16, 1, 35, 16, 1, 1, 0)]}
+    # `tensortune tasks --json` marks the view (layers a and c, one workload, are one task)
+    path = tmp_path / "m.onnx"
+    onnx.save(_epilogue_model(5, 7), path)
+    assert tt.cli.main(["tasks", str(path), "--target", str(target), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["tasks"]
+    assert sorted(tuple(a["args"]) for r in rows for a in r["alternatives"] if a["one_row"]) == \
+        [(1, 16, 1, 35, 16, 1, 1, 0)]
     # a 3x3 convolution, a strided 1x1 and rows as long as FLAT_MAX_WIDTH get no view
     m = model([_conv("p", "x", (16, 16), 3, 1, 1)[0], _conv("q", "p", (16, 16), 1, 2, 0)[0],
                _conv("r", "x", (16, 16))[0], node("Add", ["q", "q"], ["y"]), node("Relu", ["r"], ["z"])],

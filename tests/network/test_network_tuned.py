@@ -12,9 +12,11 @@ from onnx_models import assert_close, default_blocks, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
 from tensortune.dtype import DType
+from tensortune.graph.ir import GraphBuilder, TensorType, Value
 from tensortune.network.tasks import extract_tasks
 from tensortune.network import optimized_graph, zoo
 from tensortune.network.tuned import TunedLayoutWarning
+from tensortune.operators import Conv, Dense
 
 
 @pytest.fixture
@@ -36,6 +38,24 @@ def test_resnet18_tasks_share_workloads():
     assert tasks[-1].kind == "dense" and tasks[-1].task.args == (1, 512, 1, 1, 1000, 1, 1, 0)
     keys = [t.workload for t in tasks]
     assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_layers_no_template_computes_are_named_by_their_shapes_and_dtype(dtype):
+    """A dense layer and a convolution of a dtype no template tunes (and a grouped convolution) are tasks of no
+    template, each named by its readable workload."""
+    b = GraphBuilder("g")
+    b.inputs = ["x", "img"]
+    b.values["x"] = Value("x", TensorType((4, 8), dtype))
+    b.values["img"] = Value("img", TensorType((1, 4, 6, 6), dtype))
+    (fc,) = b.add(Dense(), ["x", b.add_constant("w", np.ones((16, 8), DType.of(dtype).numpy))], "fc")
+    (cv,) = b.add(Conv(strides=(2, 2), pads=(1, 1, 1, 1), groups=2),
+                  ["img", b.add_constant("k", np.ones((8, 2, 3, 3), DType.of(dtype).numpy))], "cv")
+    b.outputs = [fc, cv]
+    tasks = extract_tasks(b.build(), tt.Target.host())
+    assert [(t.task, t.workload, t.kind) for t in tasks] == [
+        (None, f"[4,8]->16 dense {dtype}", "dense"),
+        (None, f"[1,4,6,6]->8 k3x3 s2x2 p1,1,1,1 d1x1 g2 {dtype}", "grouped_conv2d")]
 
 
 @pytest.mark.slow
