@@ -5,8 +5,8 @@ reference, fusion pattern, layout rule, kernel and default schedule, and the tun
 Importing this package imports every module in it, which registers their ONNX converters; a new operator is a new
 module here (``softplus.py`` is an elementwise one, ``layer_norm.py`` a new kind) and needs no other edit (the
 names below are re-exported for convenience; an operator added later is imported from its module).
-Shared pieces: ``kernel`` (kernel arguments, reads of blocked storage, default schedules), ``math`` (the functions
-formulas use), ``onnx_convert`` (the converter registry), ``window`` (windowed operators' geometry).
+Shared pieces: ``kernel`` (kernel arguments, reads of blocked storage, default schedules), ``map_op`` (operators
+computed element by element, which fuse into one another), ``math`` (the functions formulas use), ``onnx_convert`` (the converter registry), ``window`` (windowed operators' geometry).
 """
 import importlib as _importlib
 import pkgutil as _pkgutil
@@ -19,7 +19,8 @@ from .conv import Conv, ConvLike  # noqa: E402
 from .elementwise import (Add, Binary, Clip, Div, Elementwise, EpilogueStep, HardSigmoid, HardSwish,  # noqa: E402
                           LeakyRelu, Mul, PRelu, Relu, Sigmoid, Sub, Tanh, Unary, WithEpilogue)
 from .expansion import ExpandDepthwise  # noqa: E402
-from .fused import FusedElementwise  # noqa: E402
+from .fused import Fused  # noqa: E402
+from .map_op import MapOp  # noqa: E402
 from .matmul import Dense, MatMul  # noqa: E402
 from .movement import Concat, Pad, PadMode, Slice, Transpose  # noqa: E402
 from .normalization import LRN, BatchNorm  # noqa: E402
@@ -29,7 +30,7 @@ from .reshape import Identity, Relayout, Reshape  # noqa: E402
 from .softmax import Softmax  # noqa: E402
 
 __all__ = ["Add", "BatchNorm", "Binary", "Cast", "Clip", "Concat", "Conv", "ConvLike", "Dense", "Div", "Elementwise",
-           "EpilogueStep", "ExpandDepthwise", "FusedElementwise", "Gather", "HardSigmoid", "HardSwish", "Identity",
-           "LRN", "LeakyRelu", "MatMul", "Mul", "PRelu", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Relu", "Reshape",
-           "Sigmoid", "Slice", "Softmax", "Sub", "Tanh", "Transpose", "Unary", "WithEpilogue",
+           "EpilogueStep", "ExpandDepthwise", "Fused", "Gather", "HardSigmoid", "HardSwish", "Identity", "LRN",
+           "LeakyRelu", "MapOp", "MatMul", "Mul", "PRelu", "Pad", "PadMode", "Pool", "PoolKind", "Relayout", "Relu",
+           "Reshape", "Sigmoid", "Slice", "Softmax", "Sub", "Tanh", "Transpose", "Unary", "WithEpilogue",
            "supported_operators"]

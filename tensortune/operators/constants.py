@@ -13,8 +13,8 @@ from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node, TensorType
 from ..graph.op import Op, Pattern, check_count, numpy_dtype
 from ..target import Target
-from .elementwise import elementwise_kernel
 from .kernel import KernelDef, lanes_of
+from .map_op import MapOp
 from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints
 from .reshape import Identity, copy_kernel
 
@@ -40,10 +40,11 @@ class Gather(Op):
 
 
 @dataclass(frozen=True, slots=True)
-class Cast(Op):
+class Cast(MapOp):
     """Convert elements to ``to`` (float to integer truncates toward zero; to bool, nonzero is true)."""
 
     pattern = Pattern.ELEMWISE
+    name = "cast"
     to: str
 
     def __post_init__(self) -> None:
@@ -60,11 +61,15 @@ class Cast(Op):
         src, dst = g.values[node.inputs[0]], g.values[node.outputs[0]]
         return self.to == src.dtype and not src.layout.blocked and not dst.layout.blocked
 
+    def element(self, xs, idx):
+        x = xs[0].broadcast(idx)
+        return x if xs[0].dtype == self.to else x.astype(self.to)
+
     def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
         lanes_of(target, g.values[node.inputs[0]].dtype, node)  # the input's dtype must be one kernels read
         if self.to == g.values[node.inputs[0]].dtype:
             return copy_kernel(g, node, target)
-        return elementwise_kernel(g, node, lanes_of(target, self.to, node), lambda xs: xs[0].astype(self.to), "cast")
+        return MapOp.kernel(self, g, node, target)
 
 
 @converter("Constant", attrs=("value", "value_float", "value_floats", "value_int", "value_ints"))

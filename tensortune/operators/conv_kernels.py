@@ -15,78 +15,32 @@ weight, the bias when ``op.has_bias``, then the operands of the epilogue's binar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
 from .. import te
 from ..autotvm.workload import Conv2d, DepthwiseConv2d
 from ..graph.errors import NetworkCompileError
-from ..graph.ir import PLAIN, Graph, Node, TensorType, Value
+from ..graph.ir import Graph, Node, TensorType, Value
 from ..ops import Operator, Part, conv2d_winograd_nchwc, default_block
 from ..ops.schedule_helpers import default_blocked_schedule
 from ..ops.winograd import default_tile_size, winograd_weight
 from ..schedule import create_schedule
 from ..target import Target
-from ..te import Expr, Tensor
-from .kernel import KernelArgs, KernelDef, clamp, lanes_of, logical_index, pad_blocked, read, read_broadcast
+from ..te import Tensor
+from .kernel import KernelArgs, KernelDef, clamp, lanes_of, logical_index, pad_blocked, read
+from .epilogue import epilogue_operands, epilogue_stages
 from .reshape import Relayout
 
-# ------------------------------------------------------------------------------------------- epilogues
-
-def epilogue_stages(acc: Tensor, op, bias: Tensor | None,
-                    operands: Sequence[tuple[Tensor, Value, bool]],
-                    logical: Callable[[tuple[Expr, ...]], tuple[Expr, ...]], prefix: str = "") -> list[Tensor]:
-    """The stages after the accumulator ``acc``: bias, then each epilogue step; ``logical(axes)`` is the index in the
-    node's output value of the element at ``acc``'s ``axes``.
-
-    ``operands`` are (tensor, value, is_constant) of the binary steps, in order. The last stage is named
-    ``out`` (each name after ``prefix``: two nodes' epilogues in one kernel)."""
-    steps: list[Callable[[Expr, tuple[Expr, ...]], Expr]] = []
-    if bias is not None:
-        steps.append(lambda x, idx: x + bias[idx[1]])
-    rest = iter(operands)
-    for step in op.epilogue:
-        steps.append(_step_fn(step, next(rest) if step.has_operand else None))
-    stages: list[Tensor] = []
-    cur = acc
-    for k, fn in enumerate(steps):
-        name = prefix + ("out" if k == len(steps) - 1 else f"epilogue{k}")
-        cur = te.compute(acc.shape, _apply_step(cur, fn, logical), name)
-        stages.append(cur)
-    return stages
-
-
-def _apply_step(prev: Tensor, fn: Callable[[Expr, tuple], Expr], logical: Callable) -> Callable[..., Expr]:
-    def body(*ax):
-        return fn(prev[ax], logical(ax))
-    return body
-
-
-def _step_fn(step, operand: tuple[Tensor, Value, bool] | None) -> Callable[[Expr, tuple], Expr]:
-    """One ``elementwise.EpilogueStep`` as a function of the running value and the element's logical index."""
-    if operand is None:
-        return lambda x, idx: step.apply(x)
-    t, v, is_const = operand
-
-    def fn(x, idx):
-        return step.apply(x, read_broadcast(t, v, PLAIN if is_const else v.layout, idx))
-
-    return fn
-
-
 def _operands(a: KernelArgs, g: Graph, node: Node, one_row: bool = False) -> list[tuple[Tensor, Value, bool]]:
-    """The epilogue's operands: (placeholder, value, is constant); with ``one_row``, each seen as broadcasting to the
+    """The epilogue's operands (``epilogue.epilogue_operands``); with ``one_row``, each seen as broadcasting to the
     output's pixels as one row (``flat_shape``; its value a view of that shape)."""
-    _, _, h, w = g.values[node.outputs[0]].shape if one_row else (0, 0, 0, 0)
-    found = []
-    for i in node.inputs[node.op.num_base_inputs:]:
-        v = g.values[i]
-        if one_row:
-            v = Value(v.name, TensorType(flat_shape(v.shape, h, w), v.dtype), v.layout)
-        found.append((a.value(i, "operand", v.layout.storage_shape(v.shape) if one_row else None), v,
-                      g.is_constant(i)))
-    return found
+    if not one_row:
+        return epilogue_operands(a, g, node)
+    _, _, h, w = g.values[node.outputs[0]].shape
+    return epilogue_operands(a, g, node, lambda v: Value(v.name, TensorType(flat_shape(v.shape, h, w), v.dtype),
+                                                         v.layout))
 
 
 def _no_reference(*_args):

@@ -19,20 +19,19 @@ import numpy as np
 from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node, TensorType
 from ..graph.op import LayoutRule, Op, Pattern, broadcast_shapes, check_count, check_float
-from ..target import Target
 from ..te import Expr
-from .kernel import KernelArgs, KernelDef, lanes_of, map_kernel, read_broadcast
+from .kernel import KernelDef
+from .map_op import MapOp, element_kernel
 from .math import Math, NumpyMath, TeMath
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter, simple
 
 
-class Elementwise(Op):
+class Elementwise(MapOp):
     """An operator of one formula over elements (see the module docstring); ``name``: its kernel's kind."""
 
     __slots__ = ()
     pattern = Pattern.ELEMWISE
     layout_rule = LayoutRule.ELEMENTWISE
-    name: ClassVar[str] = ""
     arity: ClassVar[int] = 1
 
     def formula(self, xs: Sequence, m: Math):  # pragma: no cover - abstract
@@ -46,9 +45,11 @@ class Elementwise(Op):
         dtype = np.result_type(*xs)
         return np.asarray(self.formula(xs, NumpyMath(dtype)), dtype)
 
-    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        lanes = lanes_of(target, g.values[node.outputs[0]].dtype, node)
-        return elementwise_kernel(g, node, lanes, self.expr, self.name)
+    def element(self, xs, idx):
+        return self.expr([x.broadcast(idx) for x in xs])
+
+    def reads_once(self, input_shape, output_shape) -> bool:
+        return input_shape == output_shape  # an input broadcast to the output is read again for each copy
 
     def __post_init__(self) -> None:
         for f in fields(self):  # parameters are floats (ONNX gives some as integers)
@@ -92,9 +93,7 @@ class Binary(Elementwise):
 
 def elementwise_kernel(g: Graph, node: Node, lanes: int, fn, kind: str) -> KernelDef:
     """The kernel of ``fn(input elements)`` over the node's output, each input read broadcast in its layout."""
-    a = KernelArgs(g)
-    ins = [(a.value(i, "in"), g.values[i], a.layout(i)) for i in node.inputs]
-    return map_kernel(a, node, lanes, lambda idx: fn([read_broadcast(t, v, lay, idx) for t, v, lay in ins]), kind)
+    return element_kernel(g, node, lanes, lambda xs, idx: fn([x.broadcast(idx) for x in xs]), kind)
 
 
 # ------------------------------------------------------------------------------------------- activations
@@ -268,7 +267,7 @@ for _type, _cls in (("Add", Add), ("Sub", Sub), ("Mul", Mul), ("Div", Div), ("PR
 
 @dataclass(frozen=True, slots=True)
 class EpilogueStep:
-    """One elementwise step fused after a convolution or dense layer: ``op`` applied to the running value
+    """One elementwise step fused after a convolution, dense layer or pooling: ``op`` applied to the running value
     and, for a ``Binary``, to the node's next operand input (the left operand when ``operand_left``)."""
 
     op: Unary | Binary
@@ -299,7 +298,7 @@ class EpilogueStep:
 
 
 class WithEpilogue(Op):
-    """An out-fusable operator that computes elementwise consumers on its output before storing it: its
+    """An out-fusable operator or reduction that computes elementwise consumers on its output before storing it: its
     ``epilogue`` (a tuple of ``EpilogueStep``; a field of the subclass). Its inputs are its own
     (``num_base_inputs``), then one operand per binary step, in order (``passes.fuse_epilogues`` makes them)."""
 

@@ -1,10 +1,13 @@
-"""Elementwise operators computed as one: a chain such as ``x * sigmoid(x)`` (SiLU) or ``tanh(a + b) * c`` becomes
-one node whose kernel makes one pass over the output, instead of one pass and one stored tensor per operator.
+"""Operators computed as one: a chain such as ``x * sigmoid(x)`` (SiLU), ``tanh(a + b) * c`` or ``transpose(x + b)``
+becomes one node whose kernel makes one pass over the output, instead of one pass and one stored tensor per
+operator.
 
-``passes.fuse_elementwise`` makes them (the generic rule of fusion, for elementwise producers: an ``ELEMWISE`` or
-``BROADCAST`` node whose only reader is one such node of the same output shape joins its reader). The fused
-operator is itself ``Elementwise``: it is planned and scheduled like any other (it runs after the epilogue fusion,
-which takes ``Unary`` and ``Binary`` steps).
+``passes.fuse_injective`` makes them (the generic rule of fusion for elementwise and injective operators, after
+TVM's: a node whose only reader is such an operator, and reads each of its elements at most once, joins it). Each
+step is a ``MapOp``; the fused node's output element is its last step's ``element``, whose operands are the node's
+inputs or earlier steps, each computed at the index the step reads it at. A chain of elementwise steps is planned in
+any layout like an elementwise node; one with a transpose, slice, pad or concatenation reads and writes plain
+tensors.
 """
 from __future__ import annotations
 
@@ -14,33 +17,29 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..graph.errors import GraphError
-from ..graph.op import Pattern
-from .elementwise import Elementwise
+from ..graph.ir import TensorType
+from ..graph.op import LayoutRule, Pattern
+from .map_op import MapOp, Operand
 
 
 @dataclass(frozen=True, slots=True)
-class FusedElementwise(Elementwise):
-    """``steps`` in order, each an elementwise operator and its arguments: an input of the node (by index, from 0)
+class Fused(MapOp):
+    """``steps`` in order, each an operator (a ``MapOp``) and its arguments: an input of the node (by index, from 0)
     or the result of an earlier step (``-1`` the first step's, ``-2`` the second's...); the last step's result is the
-    output. ``arity`` is the number of inputs."""
+    output. ``inputs``: the number of inputs."""
 
-    steps: tuple[tuple[Elementwise, tuple[int, ...]], ...]
+    steps: tuple[tuple[MapOp, tuple[int, ...]], ...]
     inputs: int
-
-    @property
-    def arity(self) -> int:
-        return self.inputs
 
     def __post_init__(self) -> None:
         if not self.steps:
-            raise GraphError("FusedElementwise needs at least one step")
+            raise GraphError("Fused needs at least one step")
         for k, (op, args) in enumerate(self.steps):
-            if not isinstance(op, Elementwise) or len(args) != op.arity:
-                raise GraphError(f"FusedElementwise: step {k} must be an elementwise operator and its "
-                                 f"{getattr(op, 'arity', '?')} arguments, got {op!r} of {args}")
+            if not isinstance(op, MapOp) or not args:
+                raise GraphError(f"Fused: step {k} must be an element-by-element operator (MapOp) and its "
+                                 f"arguments, got {op!r} of {args}")
             if any(a >= self.inputs or a < -k for a in args):
-                raise GraphError(f"FusedElementwise: step {k} reads {args}: an input below {self.inputs} or an "
-                                 "earlier step")
+                raise GraphError(f"Fused: step {k} reads {args}: an input below {self.inputs} or an earlier step")
 
     @property
     def name(self) -> str:  # the kernel's kind: the names of its operators
@@ -50,25 +49,48 @@ class FusedElementwise(Elementwise):
     def pattern(self) -> Pattern:
         return max(op.pattern for op, _ in self.steps)
 
-    def _run(self, xs: Sequence, apply: Callable) -> object:
+    @property
+    def layout_rule(self) -> LayoutRule:
+        if all(op.layout_rule is LayoutRule.ELEMENTWISE for op, _ in self.steps):
+            return LayoutRule.ELEMENTWISE
+        return LayoutRule.PLAIN
+
+    def _run(self, xs: Sequence, apply: Callable) -> list:
+        """Each step's result, ``apply(op, arguments)`` in order."""
         results: list = []
         for op, args in self.steps:
             results.append(apply(op, [xs[a] if a >= 0 else results[-1 - a] for a in args]))
-        return results[-1]
+        return results
 
     def infer(self, inputs):
         if len(inputs) != self.inputs:
             raise GraphError(f"{self}: takes {self.inputs} inputs, got {len(inputs)}")
-        return (self._run(inputs, lambda op, types: op.infer(types)[0]),)
+        return (self._run(inputs, lambda op, types: op.infer(types)[0])[-1],)
 
     def reference(self, *xs: np.ndarray) -> np.ndarray:
-        return self._run(xs, lambda op, args: op.reference(*args))
+        return self._run(xs, lambda op, args: op.reference(*args))[-1]
 
-    def expr(self, xs):
-        return self._run(xs, lambda op, args: op.expr(args))
+    def reads_once(self, input_shape, output_shape) -> bool:
+        return False  # not known from the shapes alone: a fused node absorbs no more producers
 
-    def formula(self, xs, m):  # pragma: no cover - the steps have theirs (``expr``, ``reference``)
-        raise NotImplementedError
+    def element(self, xs: Sequence[Operand], idx):
+        types = self._run([TensorType(x.shape, x.dtype) for x in xs], lambda op, ts: op.infer(ts)[0])
+        memo: dict = {}  # (step, index) -> its element: a step read twice at one index is computed once
+
+        def operand(a: int) -> Operand:
+            if a >= 0:
+                return xs[a]
+            k = -1 - a
+            return Operand(types[k].shape, types[k].dtype, lambda i: step(k, i))
+
+        def step(k: int, i: tuple):
+            key = (k, tuple(map(str, i)))
+            if key not in memo:
+                op, args = self.steps[k]
+                memo[key] = op.element([operand(a) for a in args], i)
+            return memo[key]
+
+        return step(len(self.steps) - 1, tuple(idx))
 
     def __str__(self) -> str:
         def arg(a: int) -> str:

@@ -75,11 +75,22 @@ def read(t: Tensor, layout: Layout, idx: Sequence[Expr]) -> Expr:
     return t[storage_index(layout, idx)]
 
 
+def zero_index() -> tuple[Expr]:
+    """The index of the one element of a scalar (stored as one element)."""
+    return (te.const(0, "int32"),)
+
+
+def broadcast_index(shape: Sequence[int], idx: Sequence[Expr]) -> list[Expr]:
+    """The index in a tensor of ``shape`` of the element that numpy broadcasting gives output element ``idx``
+    (trailing axes align; axes of size 1 read element 0)."""
+    off = len(idx) - len(shape)
+    return [te.const(0, "int32") if d == 1 else idx[off + k] for k, d in enumerate(shape)]
+
+
 def read_broadcast(t: Tensor, v: Value, layout: Layout, idx: Sequence[Expr]) -> Expr:
     """Element ``idx`` of an output that ``v`` broadcasts to (numpy rules: trailing axes align)."""
-    off = len(idx) - len(v.shape)
-    own = [te.const(0, "int32") if d == 1 else idx[off + k] for k, d in enumerate(v.shape)]
-    return read(t, layout, own) if len(own) else t[(te.const(0, "int32"),)]
+    own = broadcast_index(v.shape, idx)
+    return read(t, layout, own) if len(own) else t[zero_index()]
 
 
 def storage_compute(out: Value, body: Callable[[tuple[Expr, ...]], Expr], name: str = "out") -> Tensor:

@@ -9,20 +9,17 @@ import numpy as np
 
 from .. import te
 from ..graph.errors import GraphError
-from ..graph.ir import Graph, Node, TensorType
-from ..graph.op import LayoutRule, Op, Pattern, check_count, check_ints
-from ..target import Target
-from .kernel import KernelArgs, KernelDef, clamp, lanes_of, map_kernel, read
+from ..graph.ir import TensorType
+from ..graph.op import LayoutRule, Pattern, check_count, check_ints
+from .kernel import clamp
+from .map_op import MapOp
 from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints
 
 
-def _map(g: Graph, node: Node, target: Target, body, kind: str, a: KernelArgs) -> KernelDef:
-    return map_kernel(a, node, lanes_of(target, g.values[node.outputs[0]].dtype, node), body, kind)
-
-
 @dataclass(frozen=True, slots=True)
-class Transpose(Op):
+class Transpose(MapOp):
     pattern = Pattern.INJECTIVE
+    name = "transpose"
     perm: tuple[int, ...]
 
     def infer(self, inputs):
@@ -35,23 +32,18 @@ class Transpose(Op):
     def reference(self, x: np.ndarray) -> np.ndarray:
         return np.transpose(x, self.perm)
 
-    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        a = KernelArgs(g)
-        x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
-
-        def body(idx):
-            src = [None] * len(idx)
-            for k, p in enumerate(self.perm):
-                src[p] = idx[k]
-            return read(x, v.layout, src)
-
-        return _map(g, node, target, body, "transpose", a)
+    def element(self, xs, idx):
+        src = [None] * len(idx)
+        for k, p in enumerate(self.perm):
+            src[p] = idx[k]
+        return xs[0].at(src)
 
 
 @dataclass(frozen=True, slots=True)
-class Concat(Op):
+class Concat(MapOp):
     pattern = Pattern.INJECTIVE
     layout_rule = LayoutRule.CONCAT
+    name = "concat"
     axis: int
 
     def infer(self, inputs):
@@ -70,30 +62,27 @@ class Concat(Op):
     def reference(self, *xs: np.ndarray) -> np.ndarray:
         return np.concatenate(xs, axis=self.axis)
 
-    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        a = KernelArgs(g)
-        parts = [(a.value(i, "in"), g.values[i], a.layout(i)) for i in node.inputs]
+    def absorbs(self, output_shape) -> bool:
+        return self.axis != 1 or len(output_shape) != 4  # a channel concatenation of images keeps its layout rule
+
+    def element(self, xs, idx):
         ax = self.axis
-
-        def body(idx):
-            offsets = np.cumsum([0] + [v.shape[ax] for _, v, _ in parts])
-            val = None
-            for k in reversed(range(len(parts))):
-                t, v, lay = parts[k]
-                src = list(idx)
-                src[ax] = clamp(idx[ax] - int(offsets[k]), v.shape[ax] - 1)
-                this = read(t, lay, src)
-                val = this if val is None else te.select(idx[ax] < int(offsets[k + 1]), this, val)
-            return val
-
-        return _map(g, node, target, body, "concat", a)
+        offsets = np.cumsum([0] + [x.shape[ax] for x in xs])
+        val = None
+        for k in reversed(range(len(xs))):
+            src = list(idx)
+            src[ax] = clamp(idx[ax] - int(offsets[k]), xs[k].shape[ax] - 1)
+            this = xs[k].at(src)
+            val = this if val is None else te.select(idx[ax] < int(offsets[k + 1]), this, val)
+        return val
 
 
 @dataclass(frozen=True, slots=True)
-class Slice(Op):
+class Slice(MapOp):
     """``out[i] = x[start + i * step]`` along each axis (every axis given; steps may be negative)."""
 
     pattern = Pattern.INJECTIVE
+    name = "slice"
     starts: tuple[int, ...]
     steps: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -116,11 +105,8 @@ class Slice(Op):
             index.append(slice(start, stop if stop >= 0 else None, step))
         return x[tuple(index)]
 
-    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        a = KernelArgs(g)
-        x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
-        return _map(g, node, target, lambda idx: read(x, v.layout, [
-            i * st + s0 if st != 1 else i + s0 for i, s0, st in zip(idx, self.starts, self.steps)]), "slice", a)
+    def element(self, xs, idx):
+        return xs[0].at([i * st + s0 if st != 1 else i + s0 for i, s0, st in zip(idx, self.starts, self.steps)])
 
 
 class PadMode(Enum):
@@ -130,10 +116,11 @@ class PadMode(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Pad(Op):
+class Pad(MapOp):
     """Pad every axis by ``pads`` (all begins, then all ends; non-negative)."""
 
     pattern = Pattern.INJECTIVE
+    name = "pad"
     pads: tuple[int, ...]
     mode: PadMode = PadMode.CONSTANT
     value: float = 0.0
@@ -157,27 +144,25 @@ class Pad(Op):
             return np.pad(x, widths, constant_values=np.asarray(self.value, x.dtype))
         return np.pad(x, widths, mode=self.mode.value)
 
-    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        a = KernelArgs(g)
-        x, v = a.value(node.inputs[0], "in"), g.values[node.inputs[0]]
-        r = len(v.shape)
+    def reads_once(self, input_shape, output_shape) -> bool:
+        return self.mode is PadMode.CONSTANT  # edge and reflect padding read elements again
 
-        def body(idx):
-            src, inside = [], []
-            for d, i in enumerate(idx):
-                j, n = i - self.pads[d], v.shape[d]
-                if self.mode is PadMode.REFLECT:
-                    j = (n - 1) - te.abs_((n - 1) - te.abs_(j)) if n > 1 else te.const(0, "int32")
-                elif self.mode is PadMode.EDGE or (self.pads[d] or self.pads[d + r]):
-                    inside += [j >= 0, j < n] if self.mode is PadMode.CONSTANT else []
-                    j = clamp(j, n - 1)
-                src.append(j)
-            val = read(x, v.layout, src)
-            if inside:
-                val = te.select(te.logical_and(*inside), val, te.const(self.value, v.dtype))
-            return val
-
-        return _map(g, node, target, body, "pad", a)
+    def element(self, xs, idx):
+        x = xs[0]
+        r = len(x.shape)
+        src, inside = [], []
+        for d, i in enumerate(idx):
+            j, n = i - self.pads[d], x.shape[d]
+            if self.mode is PadMode.REFLECT:
+                j = (n - 1) - te.abs_((n - 1) - te.abs_(j)) if n > 1 else te.const(0, "int32")
+            elif self.mode is PadMode.EDGE or (self.pads[d] or self.pads[d + r]):
+                inside += [j >= 0, j < n] if self.mode is PadMode.CONSTANT else []
+                j = clamp(j, n - 1)
+            src.append(j)
+        val = x.at(src)
+        if inside:
+            val = te.select(te.logical_and(*inside), val, te.const(self.value, x.dtype))
+        return val
 
 
 # ------------------------------------------------------------------------------------------- ONNX

@@ -1,5 +1,6 @@
 """Pooling: ``Pool``, max or average over 2-D windows of NCHW data (ONNX MaxPool, AveragePool and their global
-forms), in any channel block."""
+forms), in any channel block, with the elementwise consumers fused into it as its epilogue (a reduction computes
+them on each result before storing it, ``passes.fuse_epilogues``)."""
 from __future__ import annotations
 
 import math
@@ -14,7 +15,9 @@ from ..graph.ir import Graph, Node, TensorType
 from ..graph.op import LayoutRule, Op, Pattern, check_count, check_float, check_ints, check_rank
 from ..schedule import create_schedule
 from ..target import Target
-from .kernel import KernelArgs, KernelDef, clamp, pad_blocked
+from .elementwise import EpilogueStep, WithEpilogue, apply_epilogue, check_epilogue
+from .epilogue import epilogue_operands, epilogue_stages
+from .kernel import KernelArgs, KernelDef, clamp, logical_index, pad_blocked
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter, only_output
 from .window import conv_out, window_attrs, windows
 
@@ -25,9 +28,10 @@ class PoolKind(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Pool(Op):
+class Pool(WithEpilogue):
     """Max or average pooling of NCHW data over ``kernel`` windows (padding is -inf for max pooling;
-    average pooling divides by the window's size with ``count_include_pad``, else by its valid elements)."""
+    average pooling divides by the window's size with ``count_include_pad``, else by its valid elements), then its
+    ``epilogue`` (its inputs: the data, then one operand per binary step)."""
 
     pattern = Pattern.REDUCTION
     layout_rule = LayoutRule.WINDOW
@@ -38,6 +42,11 @@ class Pool(Op):
     dilations: tuple[int, int] = (1, 1)
     ceil_mode: bool = False
     count_include_pad: bool = False
+    epilogue: tuple[EpilogueStep, ...] = ()
+
+    @property
+    def num_base_inputs(self) -> int:
+        return 1
 
     def __post_init__(self) -> None:
         check_ints(self, "kernel", self.kernel_shape, 2)
@@ -48,16 +57,21 @@ class Pool(Op):
             raise GraphError(f"Pool: pads {self.pads} must be smaller than the kernel {self.kernel_shape}")
 
     def infer(self, inputs):
-        check_count(self, inputs, 1)
+        check_count(self, inputs, 1 + sum(s.has_operand for s in self.epilogue))
         x = inputs[0]
         check_rank(self, x, 4, "the data")
         check_float(self, x, "the data")
-        n, c, h, w = x.shape
+        out = TensorType(self._output_shape(x.shape), x.dtype)
+        check_epilogue(self, out, self.epilogue, inputs[1:])
+        return (out,)
+
+    def _output_shape(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+        n, c, h, w = shape
         oh = conv_out(h, self.kernel_shape[0], self.strides[0], self.pads[0], self.pads[2], self.dilations[0], self,
                       self.ceil_mode)
         ow = conv_out(w, self.kernel_shape[1], self.strides[1], self.pads[1], self.pads[3], self.dilations[1], self,
                       self.ceil_mode)
-        return (TensorType((n, c, oh, ow), x.dtype),)
+        return n, c, oh, ow
 
     def __str__(self) -> str:
         return ("MaxPool" if self.mode is PoolKind.MAX else "AvgPool") + Op.__str__(self)[len("Pool"):]
@@ -68,9 +82,11 @@ class Pool(Op):
         out["kernel"] = out.pop("kernel_shape")
         return {"kernel": out.pop("kernel"), **out}
 
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        (out,) = self.infer([TensorType(x.shape, x.dtype.name)])
-        oh, ow = out.shape[2:]
+    def reference(self, x: np.ndarray, *operands: np.ndarray) -> np.ndarray:
+        return apply_epilogue(self.epilogue, self._pool(x), operands)
+
+    def _pool(self, x: np.ndarray) -> np.ndarray:
+        oh, ow = self._output_shape(x.shape)[2:]
         eh, ew = self._extra(x.shape[2:], (oh, ow))
         t, l, b, r = self.pads
         fill = -np.inf if self.mode is PoolKind.MAX else 0
@@ -136,23 +152,28 @@ def pool_kernel(g: Graph, node: Node) -> KernelDef:
             src[2], src[3] = clamp(src[2] - t, h - 1), clamp(src[3] - l, w - 1)
         return reducer(dp[tuple(src)], axis=[kh, kw])
 
-    acc = te.compute(shape, body, "acc" if not is_max else "out")
-    stages = [acc]
+    fused = bool(op.epilogue)  # the result is a stage before the epilogue's, its name not the output's
+    acc = te.compute(shape, body, "acc" if not is_max or fused else "out")
+    result = acc
     if not is_max:
         div = op.divisor(xv.shape[2], xv.shape[3], (oh, ow))
+        name = "mean" if fused else "out"
         if np.all(div == div.flat[0]):
             inv = te.const(float(1.0 / div.flat[0]), out_v.dtype)
-            out = te.compute(shape, lambda *ax: acc[ax] * inv, "out")
+            result = te.compute(shape, lambda *ax: acc[ax] * inv, name)
         else:
             table = a.const((1.0 / div).astype(out_v.dtype), "inv_count")
-            out = te.compute(shape, lambda *ax: acc[ax] * table[ax[2], ax[3]], "out")
-        stages.append(out)
-    out = stages[-1]
+            result = te.compute(shape, lambda *ax: acc[ax] * table[ax[2], ax[3]], name)
+    epilogue = epilogue_stages(result, op, None, epilogue_operands(a, g, node),
+                               lambda ax: logical_index(out_v.layout, ax))
+    out = epilogue[-1] if epilogue else result
     s = create_schedule(out)
+    for stage in ([result] if result is not acc and fused else []) + epilogue[:-1]:
+        s[stage].compute_inline()
     if dp is not x:
         p = s[dp]
         p.parallel(p.fuse(*p.axis[:3]))
-    accum = s.cache_write(acc, "local") if is_max else acc
+    accum = s.cache_write(acc, "local") if acc is out else acc
     st = s[out]
     axes = list(st.axis)
     blocked = out_v.layout.blocked

@@ -15,8 +15,8 @@ from .dense import matmul_to_dense
 from .expansions import fuse_expansions
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
-from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
+from .fuse_injective import fuse_injective
 from .plan_layout import Blocks, plan_layout
 from .simplify import remove_identities
 
@@ -34,7 +34,7 @@ def graph_passes(target: Target, blocks: Blocks | None = None) -> tuple[tuple[st
         ("matmul_to_dense", matmul_to_dense),
         ("fold_constants_again", fold_constants),
         ("fuse_epilogues", fuse_epilogues),
-        ("fuse_elementwise", fuse_elementwise),
+        ("fuse_injective", fuse_injective),
         ("plan_layout", partial(plan_layout, target=target, blocks=blocks)),
         ("fuse_expansions", partial(fuse_expansions, target=target)),
         ("eliminate_dead_nodes_again", eliminate_dead_nodes),
@@ -51,6 +51,6 @@ def optimize(g: Graph, target: Target, trace: Callable[[str, Graph], None] | Non
     return g
 
 
-__all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_elementwise",
-           "fuse_epilogues", "fuse_expansions", "graph_passes", "matmul_to_dense", "optimize", "plan_layout",
+__all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues",
+           "fuse_expansions", "fuse_injective", "graph_passes", "matmul_to_dense", "optimize", "plan_layout",
            "remove_identities"]

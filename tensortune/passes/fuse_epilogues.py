@@ -1,9 +1,9 @@
-"""``fuse_epilogues``: elementwise nodes after an out-fusable node join it as its epilogue.
+"""``fuse_epilogues``: elementwise nodes after an out-fusable node or a reduction join it as its epilogue.
 
 The rule reads only the operators' fusion patterns (``graph.op.Pattern``), after TVM's: a node whose operator is
-``OUT_FUSABLE`` and computes an epilogue (``operators.WithEpilogue``: convolutions, dense layers) absorbs the
-``ELEMWISE`` or ``BROADCAST`` node that reads its output (an ``operators.Elementwise``, its formula computed on the
-output in registers), then the one after that, and so on. A chain ``Conv -> Add(bias) -> Relu -> Add(residual) ->
+``OUT_FUSABLE`` or a ``REDUCTION`` and computes an epilogue (``operators.WithEpilogue``: convolutions, dense layers,
+poolings) absorbs the ``ELEMWISE`` or ``BROADCAST`` node that reads its output (an ``operators.Elementwise``, its
+formula computed on the result in registers before it is stored), then the one after that, and so on. A chain ``Conv -> Add(bias) -> Relu -> Add(residual) ->
 Clip`` becomes one ``Conv`` node whose epilogue is the chain, so one kernel computes it and no intermediate tensor
 is stored; a new activation joins with no edit here. A node joins when the value it reads is used by it alone
 (and is not a graph output) and its result has that value's shape. While the epilogue of a convolution or dense
@@ -103,7 +103,7 @@ def fuse_epilogues(g: Graph) -> Graph:
             emit(p)
 
     for node in g.nodes:
-        if isinstance(node.op, WithEpilogue) and node.op.pattern is Pattern.OUT_FUSABLE:
+        if isinstance(node.op, WithEpilogue) and node.op.pattern in (Pattern.OUT_FUSABLE, Pattern.REDUCTION):
             hold_or_emit(_Pending(node.op, node.inputs, node.name, node.outputs[0]))
             continue
         chosen = next((pending[i] for i in node.inputs if i in pending), None)

@@ -81,7 +81,7 @@ def _input_layouts(g: Graph, node: Node, out: Layout, lanes: Callable[[str], int
         elif rule is LayoutRule.CONCAT and out.blocked:
             wants.append(have[i])  # copied from any layout
         elif rule is LayoutRule.WINDOW and out.blocked:
-            wants.append(out)
+            wants.append(out if k == 0 or v.shape == shape else PLAIN)  # the data, then operands of its epilogue
         elif rule is LayoutRule.ELEMENTWISE and out.blocked:
             wants.append(out if v.shape == shape else PLAIN)
         else:
