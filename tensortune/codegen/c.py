@@ -429,7 +429,7 @@ class _ScalarExpr(Visitor):
             if bounds is not None and bounds[0] >= 0:  # C's truncating '/' and '%' agree with floor here
                 op = "/" if e.op is BinOp.FLOORDIV else "%"
                 return f"{self.wrap(e.a, 6)} {op} {self.wrap(e.b, 6, right=True)}", 6
-        self.gen.helpers.add(_scalar_helper(e.op, e.dtype))
+        self.gen.helpers.add(_scalar_helper(e.op, e.dtype, self.gen.target.isa))
         return f"{_helper_name(e.op, e.dtype)}({self.gen.expr(e.a)}, {self.gen.expr(e.b)})", 10
 
     def visit_Compare(self, e: Compare):
@@ -519,8 +519,11 @@ def _helper_name(op: BinOp, dt: DType) -> str:
     return f"tt_{op.name.lower()}_{_SHORT[dt]}"
 
 
-def _scalar_helper(op: BinOp, dt: DType) -> str:
+def _scalar_helper(op: BinOp, dt: DType, isa: ISA = ISA.SCALAR) -> str:
     name, t = _helper_name(op, dt), dt.c_type
+    x86 = _x86_scalar_minmax(op, dt, isa)
+    if x86 is not None:
+        return f"static inline {t} {name}({t} a, {t} b) {{ {x86} }}"
     if op is BinOp.MIN:
         return f"static inline {t} {name}({t} a, {t} b) {{ return a < b ? a : b; }}"
     if op is BinOp.MAX:
@@ -565,6 +568,18 @@ def _x86_minmax(op: BinOp, dt: DType, n: int, isa: ISA) -> str | None:
     # 512 bits: gcc's builtin is the masked one (all lanes, current rounding), clang's takes the rounding only
     return (f"\n#if defined(__clang__)\n  return {fn}(a, b, 4);\n#else\n"
             f"  return {fn}_mask(a, b, a, ({'unsigned short' if n == 16 else 'unsigned char'})-1, 4);\n#endif\n")
+
+
+def _x86_scalar_minmax(op: BinOp, dt: DType, isa: ISA) -> str | None:
+    """The body of a scalar float min/max on x86 as one MINSS/MAXSS (SD), which computes exactly ``a < b ? a : b``
+    (``a > b ? a : b``), or None. Written as the conditional, gcc turns it into a branch on the data where it meets
+    another choice of the same value (a ReLU next to a zero pad: ``cond ? max(x, 0) : 0``), mispredicted half the
+    time on real data: 7.7x slower on Intel Xeon (BENCHMARKS.md, fusion)."""
+    if isa not in _X86_BITS or op not in (BinOp.MIN, BinOp.MAX) or dt not in (DType.float32, DType.float64):
+        return None
+    s = "s" if dt is DType.float32 else "d"
+    return (f"typedef {dt.c_type} v __attribute__((vector_size(16))); "
+            f"return __builtin_ia32_{op.name.lower()}s{s}((v){{a}}, (v){{b}})[0];")
 
 
 def _stores(s: Stmt) -> list[Store]:

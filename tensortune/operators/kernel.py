@@ -151,21 +151,23 @@ class KernelArgs:
 # ------------------------------------------------------------------------------------------- schedules
 
 def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int = 1 << 14) -> None:
-    """Vectorize the innermost axis when it is whole vectors; run the outer axes, fused, in parallel (when the
-    tensor is big enough to be worth threads). The two innermost axes stay loops of their own, so that the
+    """Vectorize the innermost axis when it is whole vectors; run the outermost loop of more than one iteration in
+    parallel (the outer axes fused first; only when the tensor is big enough to be worth threads), so that a
+    ``[1, 128, 768]`` tensor splits its 128 rows. The two innermost axes stay loops of their own, so that the
     elements of a row are addressed without division."""
     st = s[t]
     axes = list(st.axis)
     if len(axes) >= 4:
         axes = [st.fuse(*axes[:-2])] + axes[-2:]
+    loops = axes
     inner = axes[-1]
     if inner.extent % lanes == 0 and lanes > 1:
         outer, vec = st.split(inner, lanes)
         st.vectorize(vec)
-        if outer.extent == 1 and len(axes) > 1:
-            axes = axes[:-1]
-    if math.prod(t.shape) >= min_parallel and axes[0].extent > 1:
-        st.parallel(axes[0])
+        loops = axes[:-1] + [outer]
+    parallel = next((a for a in loops if a.extent > 1), None)
+    if math.prod(t.shape) >= min_parallel and parallel is not None:
+        st.parallel(parallel)
 
 
 def schedule_reductions(s: Schedule, stages: Sequence[Tensor], lanes: int) -> None:

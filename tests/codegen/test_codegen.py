@@ -413,3 +413,31 @@ def test_vector_min_and_max_are_one_instruction_on_x86_and_keep_their_meaning(is
     tt.build(s, [A, B, C], target=target)(a, b, c)
     want = np.where(a > b, a, b) if op == "maximum" else np.where(a < b, a, b)
     assert np.array_equal(c.view(f"u{c.itemsize}"), want.view(f"u{c.itemsize}"))
+
+
+@pytest.mark.parametrize("isa", [ISA.AVX2, ISA.AVX512])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_scalar_min_and_max_are_one_instruction_on_x86_and_keep_their_meaning(isa, dtype, op):
+    """A scalar min/max on x86 is the MINSS/MAXSS builtin (a conditional lets gcc branch on the data where it meets
+    another choice of the same value: a ReLU next to a zero pad), and it means ``a > b ? a : b`` bit for bit, NaN
+    and signed zeros included; here under a choice of zero, as in a padded ReLU."""
+    target = AVX2 if isa is ISA.AVX2 else AVX512
+    n = 37
+    A, B = te.placeholder((n,), dtype, "A"), te.placeholder((n,), dtype, "B")
+    C = te.compute((n,), lambda i: te.select(i % 3 > 0, getattr(te, op)(A[i], B[i]), te.const(0.0, dtype)), "C")
+    s = tt.create_schedule(C)
+    src = source(s, [A, B, C], target)
+    assert f"__builtin_ia32_{op[:3]}s{'s' if dtype == 'float32' else 'd'}" in src and " ? a : b" not in src
+    host = Target.host()
+    if host.arch != "x86_64" or (isa is ISA.AVX512 and host.isa is not ISA.AVX512) or host.isa is ISA.SCALAR:
+        return
+    special = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, np.nan], dtype)
+    rng = np.random.default_rng(2)
+    a = np.concatenate([special, np.roll(special, 3), rng.standard_normal(n - 16).astype(dtype)])
+    b = np.concatenate([np.roll(special, 1), special[::-1], rng.standard_normal(n - 16).astype(dtype)])
+    c = np.empty(n, dtype)
+    tt.build(s, [A, B, C], target=target)(a, b, c)
+    picked = np.where(a > b, a, b) if op == "maximum" else np.where(a < b, a, b)
+    want = np.where(np.arange(n) % 3 != 0, picked, np.zeros(n, dtype))
+    assert np.array_equal(c.view(f"u{c.itemsize}"), want.view(f"u{c.itemsize}"))

@@ -230,3 +230,17 @@ def test_an_edge_pad_a_channel_concat_and_a_reshape_keep_their_producers():
     feeds = {"x": rand((3, 4), 1), "img": rand((1, 8, 3, 3), 2)}
     for got, want in zip(nw.compile(m).run(feeds).values(), ort_run(m, feeds)):
         assert_close(got, want)
+
+
+def test_a_gated_linear_unit_is_one_parallel_kernel():
+    """The two halves of [1, 128, 384], one through a sigmoid, multiplied: one kernel over the output, its 128 rows
+    shared among threads (the leading axis of one element is not the one run in parallel)."""
+    inits = {"s0": np.array([0], np.int64), "e0": np.array([192], np.int64), "s1": np.array([192], np.int64),
+             "e1": np.array([384], np.int64), "ax": np.array([2], np.int64)}
+    m = model([node("Slice", ["h", "s0", "e0", "ax"], ["a"]), node("Slice", ["h", "s1", "e1", "ax"], ["b"]),
+               node("Sigmoid", ["b"], ["g"]), node("Mul", ["a", "g"], ["y"])], {"h": (1, 128, 384)}, ["y"], inits)
+    module = nw.compile(m)
+    assert [k.kind for k in module.manifest.kernels] == ["slice_slice_sigmoid_mul"]
+    assert "omp parallel for" in module.source
+    h = rand((1, 128, 384), 6, -3, 3)
+    assert_close(module(h), ort_run(m, {"h": h})[0])
