@@ -6,7 +6,8 @@ Importing this package imports every module in it, which registers their ONNX co
 module here (``softplus.py`` is an elementwise one, ``layer_norm.py`` a new kind) and needs no other edit (the
 names below are re-exported for convenience; an operator added later is imported from its module).
 Shared pieces: ``kernel`` (kernel arguments, reads of blocked storage, default schedules), ``map_op`` (operators
-computed element by element, which fuse into one another), ``math`` (the functions formulas use), ``onnx_convert`` (the converter registry), ``window`` (windowed operators' geometry).
+computed element by element, which fuse into one another), ``epilogue`` (the stages of a fused epilogue), ``math``
+(the functions formulas use), ``onnx_convert`` (the converter registry), ``window`` (windowed operators' geometry).
 """
 import importlib as _importlib
 import pkgutil as _pkgutil
