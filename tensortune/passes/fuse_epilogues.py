@@ -3,13 +3,13 @@
 The rule reads only the operators' fusion patterns (``graph.op.Pattern``), after TVM's: a node whose operator is
 ``OUT_FUSABLE`` or a ``REDUCTION`` and computes an epilogue (``operators.WithEpilogue``: convolutions, dense layers,
 poolings) absorbs the ``ELEMWISE`` or ``BROADCAST`` node that reads its output (an ``operators.Elementwise``, its
-formula computed on the result in registers before it is stored), then the one after that, and so on. A chain
-``Conv -> Add(bias) -> Relu -> Add(residual) -> Clip`` becomes one ``Conv`` node whose epilogue is the chain, so one
-kernel computes it and no intermediate tensor is stored; a new activation joins with no edit here. A node joins
-when the value it reads is used by it alone (and is not a graph output) and its result has that value's shape. While the epilogue of a convolution or dense
-layer is still empty, a per-channel constant ``Add``/``Sub`` is folded into its bias and a per-channel constant
-``Mul``/``Div`` into its weights and bias. The fused node takes the place of the last node it absorbs, so every
-operand it reads (a residual computed after the convolution) is defined before it.
+formula computed on the result in registers before it is stored), then the one after that, and so on. A chain ``Conv
+-> Add(bias) -> Relu -> Add(residual) -> Clip`` becomes one ``Conv`` node whose epilogue is the chain, so one kernel
+computes it and no intermediate tensor is stored; a new activation joins with no edit here. A node joins when the
+value it reads is used by it alone (and is not a graph output) and its result has that value's shape. While the
+epilogue of a convolution or dense layer is still empty, a per-channel constant ``Add``/``Sub`` is folded into its
+bias and a per-channel constant ``Mul``/``Div`` into its weights and bias. The fused node takes the place of the
+last node it absorbs, so every operand it reads (a residual computed after the convolution) is defined before it.
 """
 from __future__ import annotations
 
