@@ -573,8 +573,8 @@ def _x86_minmax(op: BinOp, dt: DType, n: int, isa: ISA) -> str | None:
 def _x86_scalar_minmax(op: BinOp, dt: DType, isa: ISA) -> str | None:
     """The body of a scalar float min/max on x86 as one MINSS/MAXSS (SD), which computes exactly ``a < b ? a : b``
     (``a > b ? a : b``), or None. Written as the conditional, gcc turns it into a branch on the data where it meets
-    another choice of the same value (a ReLU next to a zero pad: ``cond ? max(x, 0) : 0``), mispredicted half the
-    time on real data: 7.7x slower on Intel Xeon (BENCHMARKS.md, fusion)."""
+    another choice of the same value (a ReLU next to a zero pad: ``cond ? max(x, 0) : 0``), a branch mispredicted
+    half the time on real data (BENCHMARKS.md, fusion)."""
     if isa not in _X86_BITS or op not in (BinOp.MIN, BinOp.MAX) or dt not in (DType.float32, DType.float64):
         return None
     s = "s" if dt is DType.float32 else "d"
