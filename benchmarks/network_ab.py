@@ -6,7 +6,7 @@
 ``--change prefetch``: the 1x1 template's prefetch of the next block of weights (``templates.conv2d.
 _prefetch_weights``); ``--change input-relayout``: the first convolution blocking the plain image as it pads
 (``operators.conv_kernels.plain_source``), against a relayout kernel first; ``--change expansion``: 1x1 expansions
-fused into the depthwise convolutions that read them (``passes.expansions``), against the two kernels; ``--change
+fused into the depthwise convolutions that read them (``operators.expansion``), against the two kernels; ``--change
 x86-minmax``: vector min/max (ReLU, Clip) as one MINPS/MAXPS (``codegen.c._x86_minmax``), against a comparison and
 a blend. Both networks are built from the same log (no build cache: neither choice is part of a kernel's key), the
 one "without" with the choice turned off; their outputs are compared, then they are timed in turns (``--rounds``
@@ -30,7 +30,7 @@ def main() -> int:
     from tensortune.autotvm.templates import conv2d
     from tensortune.codegen import c as c_codegen
     from tensortune.operators import conv_kernels
-    from tensortune.passes import expansions
+    from tensortune.operators import expansion
     from tensortune.network.compile_model import load_program, optimized_graph
     from tensortune.network.program import build_program
     from tensortune.network.tuned import TunedKernels
@@ -48,7 +48,7 @@ def main() -> int:
 
     target = Target.parse(args.target) if args.target else Target.host()
     owner, attr = {"prefetch": (conv2d, "_prefetch_weights"), "input-relayout": (conv_kernels, "plain_source"),
-                   "expansion": (expansions, "fusable_expansion"),
+                   "expansion": (expansion, "fusable_expansion"),
                    "x86-minmax": (c_codegen, "_x86_minmax")}[args.change]
     keep = getattr(owner, attr)
     modules, calls_of = {}, {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, fields
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -194,3 +194,15 @@ def broadcast_shapes(op: Op, *shapes: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         raise GraphError(f"{op.kind}: shapes {', '.join(map(str, shapes))} do not broadcast") from None
+
+
+#: rules by which a node's kernel computes the producer of one of its inputs itself: ``rule(graph, node, target)``
+#: gives that producer and the fused node that takes ``node``'s place, or None. Operator modules register theirs
+#: (``producer_fusion``); ``passes.fuse_producers`` applies them.
+PRODUCER_FUSIONS: list[Callable[["Graph", "Node", Any], "tuple[Node, Node] | None"]] = []
+
+
+def producer_fusion(rule: Callable[["Graph", "Node", Any], "tuple[Node, Node] | None"]):
+    """Register a rule of ``PRODUCER_FUSIONS`` (a decorator)."""
+    PRODUCER_FUSIONS.append(rule)
+    return rule

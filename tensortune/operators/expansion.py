@@ -5,8 +5,13 @@ In an inverted-residual block (MobileNetV2) a 1x1 convolution expands a few chan
 rows are computed per band of the depthwise output's rows and per group of channel blocks, into a buffer on the
 stack that the depthwise taps read while it is in the core's cache; the expanded tensor is never written.
 
-``passes.fuse_expansions`` decides which pairs fuse and replaces each by one ``ExpandDepthwise`` node. The kernel's
-stages (``expand_depthwise_kernel``):
+Which pairs fuse is this module's rule (``expansion_into_depthwise``, registered with ``graph.op.producer_fusion``;
+``passes.fuse_producers`` applies it): a depthwise node takes in the 1x1 convolution it reads where that convolution
+is stride-1, unpadded and ungrouped on the blocked layout, its epilogue takes no operands (bias and activations
+only), its output is read by the depthwise node alone, is not a graph output and is at least ``MIN_EXPANDED_BYTES``
+(smaller ones stay in the cache between two kernels: fused, they measured slower). CPU targets only: the fused
+kernel's tiling is a CPU's. The fused node takes the depthwise node's place and name; the expansion's node is gone,
+so tuning, refining and profiling see one node and one call. The kernel's stages (``expand_depthwise_kernel``):
 
 * ``expand_acc`` -- the 1x1 convolution over the depthwise layer's *padded* domain (rows and columns the taps read,
   the columns rounded up to whole register tiles; positions in the padding read the nearest input pixel, their
@@ -33,11 +38,12 @@ from ..codegen.c import STACK_LIMIT_BYTES
 from ..dtype import DType
 from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node, Value
-from ..graph.op import Op
+from ..graph.op import Op, producer_fusion
 from ..schedule import create_schedule
-from ..target import Target
+from ..target import Target, TargetKind
 from .conv import Conv
-from .conv_kernels import ConvShape, conv_blocks, fused_io, pack_conv_weight, pack_depthwise_weight
+from .conv_kernels import (ConvShape, conv_blocks, fused_io, is_blocked_conv, pack_conv_weight,
+                           pack_depthwise_weight)
 from .kernel import KernelArgs, KernelDef, clamp, lanes_of
 
 #: the kind of the fused kernel (``KernelDef.kind``, and a compiled module's ``KernelInfo.kind``)
@@ -100,6 +106,44 @@ class ExpandDepthwise(Op):
         return f"ExpandDepthwise[{self.expand_node}: {self.expand} -> {self.depthwise}]"
 
 
+#: expanded tensors smaller than this are left to the two kernels (they stay in the cache between them)
+MIN_EXPANDED_BYTES = 1 << 20
+
+
+def fusable_expansion(g: Graph, node: Node, lanes: int) -> Node | None:
+    """The 1x1 expansion that depthwise ``node`` reads and can compute itself (see the module docstring), or
+    None."""
+    if not isinstance(node.op, Conv) or not is_blocked_conv(g, node, lanes) or not ConvShape.of(g, node).depthwise:
+        return None
+    src = node.inputs[0]
+    pw = next((n for n in g.nodes if src in n.outputs), None)
+    if pw is None or not isinstance(pw.op, Conv) or not is_blocked_conv(g, pw, lanes):
+        return None
+    sh = ConvShape.of(g, pw)
+    if (sh.KH, sh.KW, sh.strides, sh.pads, sh.groups) != (1, 1, (1, 1), (0, 0, 0, 0), 1):
+        return None
+    if any(step.has_operand for step in pw.op.epilogue) or src in g.outputs:
+        return None
+    if any(src in n.inputs for n in g.nodes if n is not node):
+        return None
+    if g.values[src].type.nbytes < MIN_EXPANDED_BYTES:
+        return None
+    return pw
+
+
+@producer_fusion
+def expansion_into_depthwise(g: Graph, node: Node, target: Target) -> tuple[Node, Node] | None:
+    """The expansion depthwise ``node`` computes itself on a CPU target (``fusable_expansion``), and the
+    ``ExpandDepthwise`` node of the pair; else None."""
+    if target.kind is not TargetKind.C or not isinstance(node.op, Conv):
+        return None
+    pw = fusable_expansion(g, node, lanes_of(target, g.values[node.outputs[0]].dtype, node))
+    if pw is None:
+        return None
+    op = ExpandDepthwise(pw.op, node.op, pw.name, g.values[pw.outputs[0]])
+    return pw, Node(op, pw.inputs + node.inputs[1:], node.outputs, node.name)
+
+
 @dataclass(frozen=True)
 class ExpansionPlan:
     """How the fused kernel is tiled: ``rows`` output rows per band, ``group`` channel blocks per expanded
@@ -151,7 +195,7 @@ def _expanded_width(dw: ConvShape, tile: int) -> int:
 
 def expand_depthwise_kernel(g: Graph, pw: Node, dw: Node, target: Target, plan: ExpansionPlan | None = None
                             ) -> KernelDef:
-    """The fused kernel of 1x1 expansion ``pw`` and depthwise ``dw`` (``passes.expansions.fusable_expansion``):
+    """The fused kernel of 1x1 expansion ``pw`` and depthwise ``dw`` (``fusable_expansion``):
     reads ``pw``'s input, writes ``dw``'s output."""
     dtype = DType.of(g.values[dw.outputs[0]].dtype)
     lanes = lanes_of(target, dtype, dw)

@@ -12,11 +12,11 @@ from ..graph.ir import Graph
 from ..target import Target
 from .dead_nodes import eliminate_dead_nodes
 from .dense import matmul_to_dense
-from .expansions import fuse_expansions
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_epilogues import fuse_epilogues
 from .fuse_injective import fuse_injective
+from .fuse_producers import fuse_producers
 from .plan_layout import Blocks, plan_layout
 from .simplify import remove_identities
 
@@ -36,7 +36,7 @@ def graph_passes(target: Target, blocks: Blocks | None = None) -> tuple[tuple[st
         ("fuse_epilogues", fuse_epilogues),
         ("fuse_injective", fuse_injective),
         ("plan_layout", partial(plan_layout, target=target, blocks=blocks)),
-        ("fuse_expansions", partial(fuse_expansions, target=target)),
+        ("fuse_producers", partial(fuse_producers, target=target)),
         ("eliminate_dead_nodes_again", eliminate_dead_nodes),
     )
 
@@ -52,5 +52,5 @@ def optimize(g: Graph, target: Target, trace: Callable[[str, Graph], None] | Non
 
 
 __all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues",
-           "fuse_expansions", "fuse_injective", "graph_passes", "matmul_to_dense", "optimize", "plan_layout",
+           "fuse_injective", "fuse_producers", "graph_passes", "matmul_to_dense", "optimize", "plan_layout",
            "remove_identities"]

@@ -1,6 +1,6 @@
-"""A 1x1 expansion fused into the depthwise convolution that reads it (``passes.expansions`` makes the fused node,
-``operators.expansion`` its kernel): exact against onnxruntime for random shapes and tilings, fused only where
-nothing else reads the expanded tensor, and refined and profiled as one call."""
+"""A 1x1 expansion fused into the depthwise convolution that reads it (``operators.expansion``: the rule that makes
+the fused node, applied by ``passes.fuse_producers``, and its kernel): exact against onnxruntime for random shapes
+and tilings, fused only where nothing else reads the expanded tensor, and refined and profiled as one call."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +17,6 @@ from tensortune.network.module import runs_here
 from tensortune.operators import ExpandDepthwise, expansion
 from tensortune.operators.conv_kernels import ConvShape
 from tensortune.operators.expansion import ExpansionPlan, expansion_plan
-from tensortune.passes import expansions
 from tensortune.network.program import build_program
 from tensortune.target import Target
 
@@ -54,7 +53,7 @@ def block(cin: int, cmid: int, size: int, kernel: int = 3, stride: int = 1, pad:
 
 @pytest.fixture
 def fuse_any_size(monkeypatch):
-    monkeypatch.setattr(expansions, "MIN_EXPANDED_BYTES", 0)
+    monkeypatch.setattr(expansion, "MIN_EXPANDED_BYTES", 0)
 
 
 def _target(isa: str) -> Target:
@@ -147,7 +146,7 @@ def test_an_expanded_tensor_read_elsewhere_or_small_is_not_fused(monkeypatch):
     small = block(8, 2 * lanes, 12)
     g, fused = _pair(small, target)
     assert fused == {}  # 16 channels of 12x12: far below the threshold
-    monkeypatch.setattr(expansions, "MIN_EXPANDED_BYTES", 0)
+    monkeypatch.setattr(expansion, "MIN_EXPANDED_BYTES", 0)
     g, fused = _pair(small, target)
     assert len(fused) == 1 and not any(n.name in fused.values() for n in g.nodes)  # the expansion's node is gone
 
@@ -207,7 +206,7 @@ def test_build_program_without_fusion_runs_both_kernels(monkeypatch, fuse_any_si
     target = _target("avx2")
     m = block(8, 2 * target.lanes("float32"), 10)
     fused_calls = len(build_program(optimized_graph(m, target), target, use_cache=False).calls)
-    monkeypatch.setattr(expansions, "fusable_expansion", lambda *_: None)
+    monkeypatch.setattr(expansion, "fusable_expansion", lambda *_: None)
     assert len(build_program(optimized_graph(m, target), target, use_cache=False).calls) == fused_calls + 1
     x = rand((1, 8, 10, 10), seed=1)
     assert_close(compile_network(m, target)(x), ort_run(m, {"x": x})[0])
@@ -227,7 +226,7 @@ def test_the_fused_nodes_are_not_tuned(fuse_any_size, tmp_path, capsys):
     (dw, pw), = fused.items()
     kept = {n for t in network_tasks(m, target) for n in t.nodes}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(expansions, "fusable_expansion", lambda *_: None)
+        mp.setattr(expansion, "fusable_expansion", lambda *_: None)
         everything = {n for t in network_tasks(m, target) for n in t.nodes}
     assert {dw, pw} <= everything and kept == everything - {dw, pw}
     path = tmp_path / "m.onnx"

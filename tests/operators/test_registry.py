@@ -83,3 +83,29 @@ def test_patterns_and_formulas():
         NumpyMath(np.float32).erff
     with pytest.raises(GraphError, match="must be a float tensor"):
         Softsign().infer([TensorType((3,), "int32")])
+
+
+def test_a_producer_fusion_rule_registered_outside_the_package_is_applied(monkeypatch):
+    """``passes.fuse_producers`` applies every rule of ``graph.op.PRODUCER_FUSIONS`` and names no operator: a rule
+    defined here (a Tanh taken in by the Sigmoid that reads it, as one fused node) is applied with no other edit."""
+    from tensortune.graph.ir import Node
+    from tensortune.graph.op import PRODUCER_FUSIONS, producer_fusion
+    from tensortune.operators import Fused, Sigmoid, Tanh
+
+    monkeypatch.setattr("tensortune.passes.fuse_injective", lambda g: g)  # leave the pair to the rule
+
+    def tanh_into_sigmoid(g, node, target):
+        src = next((n for n in g.nodes if node.inputs[0] in n.outputs), None) if node.inputs else None
+        if not isinstance(node.op, Sigmoid) or src is None or not isinstance(src.op, Tanh):
+            return None
+        return src, Node(Fused(((Tanh(), (0,)), (Sigmoid(), (-1,))), 1), src.inputs, node.outputs, node.name)
+
+    producer_fusion(tanh_into_sigmoid)
+    try:
+        m = model([node("Tanh", ["x"], ["t"]), node("Sigmoid", ["t"], ["y"])], {"x": (3, 5)}, ["y"])
+        g = optimized_graph(m, Target.host())
+        assert [str(n.op) for n in g.nodes] == ["Fused[s0 = Tanh(x0); s1 = Sigmoid(s0)]"]
+        x = rand((3, 5), 1, -3, 3)
+        assert_close(nw.compile(m)(x), ort_run(m, {"x": x})[0])
+    finally:
+        PRODUCER_FUSIONS.remove(tanh_into_sigmoid)
