@@ -20,7 +20,7 @@ from .conv_tasks import node_blocks, node_tasks, tuned_conv, untuned_key, worklo
 from .elementwise import EpilogueStep, WithEpilogue, apply_epilogue, check_epilogue
 from .kernel import KernelDef
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter
-from .window import conv_out, window_attrs, windows
+from .window import conv_out, lift_1d, window_attrs, windows
 
 
 class ConvLike(WithEpilogue):
@@ -141,5 +141,5 @@ def _conv(ctx: ImportContext, node: OnnxNode) -> None:
         raise Reject(f"kernel_shape {list(kernel)} differs from the weight's {list(w_shape[2:])}")
     strides, dilations, pads = window_attrs(node, ctx.shape(x), kernel)
     op = Conv(strides, pads, dilations, int(node.attr("group", 1)), has_bias=b is not None)
-    ctx.emit(op, [x, w] + ([b] if b else []), node.outputs[:1], node.name)
+    lift_1d(ctx, node, op, [x, w] + ([b] if b else []), lifted=(0, 1))
 

@@ -19,7 +19,7 @@ from .elementwise import EpilogueStep, WithEpilogue, apply_epilogue, check_epilo
 from .epilogue import epilogue_operands, epilogue_stages
 from .kernel import KernelArgs, KernelDef, clamp, logical_index, pad_blocked
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter, only_output
-from .window import conv_out, window_attrs, windows
+from .window import conv_out, lift_1d, window_attrs, windows
 
 
 class PoolKind(Enum):
@@ -200,17 +200,18 @@ def _pool_kind(node: OnnxNode) -> PoolKind:
                                  "strides"))
 def _pool(ctx: ImportContext, node: OnnxNode) -> None:
     only_output(node, "indices")
-    kernel = tuple(node.attr("kernel_shape", ()))
+    kernel = tuple(int(k) for k in node.attr("kernel_shape", ()))
     x = node.input(0)
     strides, dilations, pads = window_attrs(node, ctx.shape(x), kernel)
-    op = Pool(_pool_kind(node), kernel, strides, pads, dilations, bool(node.attr("ceil_mode", 0)),  # type: ignore
-              bool(node.attr("count_include_pad", 0)))
-    ctx.emit(op, [x], node.outputs[:1], node.name)
+    op = Pool(_pool_kind(node), (1, *kernel) if len(kernel) == 1 else kernel, strides, pads, dilations,
+              bool(node.attr("ceil_mode", 0)), bool(node.attr("count_include_pad", 0)))  # type: ignore[arg-type]
+    lift_1d(ctx, node, op, [x], lifted=(0,))
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(ctx: ImportContext, node: OnnxNode) -> None:
     shape = ctx.shape(node.input(0))
-    if len(shape) != 4:
-        raise Reject(f"only NCHW inputs are supported, got shape {list(shape)}")
-    ctx.emit(Pool(_pool_kind(node), (shape[2], shape[3])), [node.input(0)], node.outputs, node.name)
+    if len(shape) not in (3, 4):
+        raise Reject(f"only NCW and NCHW inputs are supported, got shape {list(shape)}")
+    window = (shape[2], shape[3]) if len(shape) == 4 else (1, shape[2])
+    lift_1d(ctx, node, Pool(_pool_kind(node), window), [node.input(0)], lifted=(0,))

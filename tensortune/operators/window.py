@@ -1,5 +1,6 @@
 """What the windowed operators (convolutions, pooling) share: the output extent of a window along an axis, numpy
-views of the windows for the references, and the padding ONNX's attributes ask for."""
+views of the windows for the references, the padding ONNX's attributes ask for, and 1-D windows computed as 2-D
+ones of one row."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,7 +9,8 @@ import numpy as np
 
 from ..graph.errors import GraphError
 from ..graph.op import Op
-from .onnx_convert import OnnxNode, Reject
+from .onnx_convert import ImportContext, OnnxNode, Reject
+from .reshape import Reshape
 
 
 def conv_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, dilation: int, op: Op,
@@ -35,37 +37,59 @@ def windows(x: np.ndarray, kernel: tuple[int, int], strides: tuple[int, int], di
     return win[:, :, :out_hw[0], :out_hw[1]]
 
 
-def spatial_pads(node: OnnxNode, in_hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-                 dilations: Sequence[int]) -> tuple[int, int, int, int]:
-    """The (top, left, bottom, right) pads of a 2-D window node: ``pads`` or what ``auto_pad`` computes."""
+def spatial_pads(node: OnnxNode, sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                 dilations: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The (begin, end) pads per spatial axis of a window node: ``pads`` or what ``auto_pad`` computes."""
+    rank = len(sizes)
     auto = node.str_attr("auto_pad", "NOTSET")
     if auto == "NOTSET":
-        pads = tuple(node.attr("pads", (0, 0, 0, 0)))
-        if len(pads) != 4:
-            raise Reject(f"pads {list(pads)} must have 4 entries for a 2-D window")
+        pads = [int(p) for p in node.attr("pads", (0,) * (2 * rank))]
+        if len(pads) != 2 * rank:
+            raise Reject(f"pads {pads} must have {2 * rank} entries for a {rank}-D window")
         if any(p < 0 for p in pads):
-            raise Reject(f"negative pads {list(pads)} are not supported")
-        return pads  # type: ignore[return-value]
+            raise Reject(f"negative pads {pads} are not supported")
+        return pads[:rank], pads[rank:]
     if auto == "VALID":
-        return (0, 0, 0, 0)
+        return [0] * rank, [0] * rank
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise Reject(f"auto_pad {auto!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
     begin, end = [], []
-    for size, k, s, d in zip(in_hw, kernel, strides, dilations):
+    for size, k, s, d in zip(sizes, kernel, strides, dilations):
         total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
         small = total // 2
         begin.append(small if auto == "SAME_UPPER" else total - small)
         end.append(total - begin[-1])
-    return (begin[0], begin[1], end[0], end[1])
+    return begin, end
 
 
 def window_attrs(node: OnnxNode, x_shape, kernel) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
-    """``(strides, dilations, pads)`` of a 2-D window node on NCHW data; rejects other ranks."""
-    if len(x_shape) != 4 or len(kernel) != 2:
-        raise Reject(f"only 2-D windows on NCHW tensors are supported (input shape {list(x_shape)}, kernel "
-                     f"{list(kernel)})")
-    strides = tuple(node.attr("strides", (1, 1)))
-    dilations = tuple(node.attr("dilations", (1, 1)))
-    if len(strides) != 2 or len(dilations) != 2:
-        raise Reject("strides and dilations need 2 entries for a 2-D window")
-    return strides, dilations, spatial_pads(node, x_shape[2:], kernel, strides, dilations)  # type: ignore
+    """``(strides, dilations, pads)`` of a 1-D or 2-D window node on NC[H]W data, a 1-D window given as the 2-D
+    window ``1 x K`` over rows of one pixel (``lift_1d`` makes the tensors so); rejects other ranks."""
+    rank = len(kernel)
+    if len(x_shape) != rank + 2 or rank not in (1, 2):
+        raise Reject(f"only 1-D and 2-D windows on NCW and NCHW tensors are supported (input shape "
+                     f"{list(x_shape)}, kernel {list(kernel)})")
+    strides = tuple(int(s) for s in node.attr("strides", (1,) * rank))
+    dilations = tuple(int(d) for d in node.attr("dilations", (1,) * rank))
+    if len(strides) != rank or len(dilations) != rank:
+        raise Reject(f"strides and dilations need {rank} entries for a {rank}-D window")
+    begin, end = spatial_pads(node, x_shape[2:], kernel, strides, dilations)
+    if rank == 1:
+        return (1, strides[0]), (1, dilations[0]), (0, begin[0], 0, end[0])
+    return strides, dilations, (begin[0], begin[1], end[0], end[1])  # type: ignore[return-value]
+
+
+def lift_1d(ctx: ImportContext, node: OnnxNode, op: Op, inputs: Sequence[str], lifted: Sequence[int]) -> None:
+    """Emit the 2-D ``op`` of a window node: where the node is 1-D (NCW data), the ``lifted`` inputs gain an axis of
+    one row (``[N, C, W] -> [N, C, 1, W]``; a weight ``[O, C, K] -> [O, C, 1, K]``) and the output loses it again,
+    so 1-D convolutions and poolings run the 2-D kernels and templates."""
+    if len(ctx.shape(inputs[0])) != 3:
+        ctx.emit(op, inputs, node.outputs[:1], node.name)
+        return
+    args = list(inputs)
+    for k in lifted:
+        s = ctx.shape(args[k])
+        (args[k],) = ctx.emit(Reshape((*s[:2], 1, *s[2:])), [args[k]], None, f"{node.name}_2d")
+    (out,) = ctx.emit(op, args, None, node.name)
+    s = ctx.shape(out)
+    ctx.emit(Reshape((s[0], s[1], s[3])), [out], node.outputs[:1], f"{node.name}_1d")

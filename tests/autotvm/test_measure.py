@@ -23,6 +23,8 @@ HOST = Target.host()
 MATMUL = Task(matmul_template, (64, 64, 64), HOST)
 FAULTY = Task(faulty_template, (16,), HOST)
 FAST_RUN = RunOptions(number=2, repeat=2, timeout=5.0)
+#: for candidates that must succeed: a timeout a busy machine's OpenMP threads cannot hit
+SURE_RUN = dataclasses.replace(FAST_RUN, timeout=60.0)
 
 
 def faulty(mode: str) -> MeasureInput:
@@ -148,7 +150,7 @@ def test_runner_survives_crash_hang_and_error_codes():
 
 def test_flush_cache_times_each_repeat():
     build = build_good()
-    options = dataclasses.replace(FAST_RUN, flush_cache=True, repeat=3, num_threads=1, cooldown_s=0.01)
+    options = dataclasses.replace(SURE_RUN, flush_cache=True, repeat=3, num_threads=1, cooldown_s=0.01)
     with LocalRunner(options) as runner:
         (result,) = runner.run([good()], [build])
     assert result.ok and len(result.costs) == 3 and min(result.costs) > 0
@@ -156,7 +158,7 @@ def test_flush_cache_times_each_repeat():
 
 def test_fresh_input_times_a_checked_candidate():
     build = build_good()
-    options = dataclasses.replace(FAST_RUN, fresh_input=True, repeat=3, num_threads=2)
+    options = dataclasses.replace(SURE_RUN, fresh_input=True, repeat=3, num_threads=2)
     with LocalRunner(options) as runner:
         (result,) = runner.run([good()], [build])
     assert result.ok and len(result.costs) == 3 and min(result.costs) > 0

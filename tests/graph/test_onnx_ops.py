@@ -62,7 +62,7 @@ def test_unsupported_attribute_and_runtime_shape_are_listed():
 
 def test_conv3d_is_unsupported():
     m = model([node("Conv", ["x", "w"], ["y"])], {"x": (1, 2, 3, 3, 3)}, ["y"], {"w": rand((2, 2, 1, 1, 1))})
-    with pytest.raises(UnsupportedModelError, match="only 2-D windows"):
+    with pytest.raises(UnsupportedModelError, match="only 1-D and 2-D windows"):
         import_onnx(m)
 
 
