@@ -569,6 +569,8 @@ def _reads(body: Expr) -> set[str]:
 def _combine(c: Reducer, acc: Expr, x: Expr) -> Expr:
     if c is Reducer.SUM:
         return Binary(BinOp.ADD, acc, x)
+    if c is Reducer.PROD:
+        return Binary(BinOp.MUL, acc, x)
     return Binary(BinOp.MAX if c is Reducer.MAX else BinOp.MIN, acc, x)
 
 

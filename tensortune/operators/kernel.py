@@ -170,14 +170,15 @@ def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int =
         st.parallel(parallel)
 
 
-def schedule_reductions(s: Schedule, stages: Sequence[Tensor], lanes: int) -> None:
-    """Root stages with reductions: parallel over their fused spatial axes; others elementwise."""
+def schedule_reductions(s: Schedule, stages: Sequence[Tensor], lanes: int, min_parallel: int = 256) -> None:
+    """Root stages with reductions: parallel over their fused spatial axes (when they have ``min_parallel``
+    elements); others elementwise."""
     for t in stages:
         st = s[t]
         if st.reduce_axis:
             spatial = list(st.axis)
             fused = st.fuse(*spatial) if len(spatial) > 1 else spatial[0]
-            if fused.extent > 1 and math.prod(t.shape) >= 256:
+            if fused.extent > 1 and math.prod(t.shape) >= min_parallel:
                 st.parallel(fused)
         else:
             schedule_elementwise(s, t, lanes)

@@ -1,8 +1,8 @@
 """Tensor expressions: declare *what* an operator computes."""
 from .expr import (MATH_FUNCTIONS, AxisKind, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, IterVar, MathFunc,
                    MathImpl, Reduce, Reducer, Select, TensorRead, Var, abs_, as_expr, call, cast, const, equal, exp,
-                   floor, if_then_else, log, logical_and, max, maximum, min, minimum, not_equal, reduce_axis, select,
-                   sigmoid, sqrt, sum, tanh)
+                   floor, if_then_else, log, logical_and, max, maximum, min, minimum, not_equal, prod, reduce_axis,
+                   select, sigmoid, sqrt, sum, tanh)
 from .tensor import ComputeOp, PlaceholderOp, Tensor, compute, placeholder
 
 __all__ = [
@@ -10,5 +10,5 @@ __all__ = [
     "MATH_FUNCTIONS", "MathFunc", "MathImpl", "PlaceholderOp", "Reduce", "Reducer", "Select", "Tensor", "TensorRead",
     "Var", "abs_", "as_expr", "call", "cast",
     "compute", "const", "equal", "exp", "floor", "if_then_else", "log", "logical_and", "max", "maximum", "min",
-    "minimum", "not_equal", "placeholder", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
+    "minimum", "not_equal", "placeholder", "prod", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
 ]

@@ -157,6 +157,7 @@ class Reducer(Enum):
     SUM = "sum"
     MAX = "max"
     MIN = "min"
+    PROD = "prod"
 
 
 class AxisKind(Enum):
@@ -430,6 +431,8 @@ class Reduce(Expr):
         dt = self.dtype
         if self.combiner is Reducer.SUM:
             return const(0, dt)
+        if self.combiner is Reducer.PROD:
+            return const(1, dt)
         if dt.is_float:
             return const(-math.inf if self.combiner is Reducer.MAX else math.inf, dt)
         bits = 8 * dt.bytes - 1
@@ -575,6 +578,7 @@ def _reducer(comb: Reducer):
 sum = _reducer(Reducer.SUM)  # noqa: A001 - mirrors the tensor-expression vocabulary
 max = _reducer(Reducer.MAX)  # noqa: A001
 min = _reducer(Reducer.MIN)  # noqa: A001
+prod = _reducer(Reducer.PROD)
 
 
 # ---------------------------------------------------------------------------
