@@ -202,10 +202,10 @@ class Analyzer:
             if n.to.is_int and n.value.dtype.is_float:
                 v = math.trunc(v)
             return Const(v, n.to)
-        if isinstance(n, Call) and isinstance(n.args[0], Const):
+        if isinstance(n, Call) and all(isinstance(a, Const) for a in n.args):
             with np.errstate(all="ignore"):  # outside the domain: NaN/inf, as C would compute
-                x = np.asarray(n.args[0].value, dtype=n.dtype.numpy)
-                return Const(MATH_FUNCTIONS[n.func].numpy(x).item(), n.dtype)
+                xs = [np.asarray(a.value, dtype=n.dtype.numpy) for a in n.args]
+                return Const(np.asarray(MATH_FUNCTIONS[n.func].numpy(*xs)).item(), n.dtype)
         return n
 
     def _rewrite_binary(self, n: Binary, ranges: Ranges) -> Expr:

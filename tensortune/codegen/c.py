@@ -443,8 +443,9 @@ class _ScalarExpr(Visitor):
 
     def visit_Cast(self, e: Cast):
         src = e.value.dtype
-        if e.to is DType.bool:  # C's (uint8_t)0.5 would be 0
-            return f"({self.wrap(e.value, _CMP_PREC + 1)} != 0)", _CMP_PREC
+        if e.to is DType.bool:  # C's (uint8_t)0.5 would be 0; a bfloat16's bits are not its value (-0 is 0x8000)
+            value = Cast(DType.float32, e.value) if src is DType.bfloat16 else e.value
+            return f"({self.wrap(value, _CMP_PREC + 1)} != 0)", _CMP_PREC
         if src is DType.bfloat16 or e.to is DType.bfloat16:
             self.gen.helpers.add(_BF16_HELPERS)
             if src is DType.bfloat16:
@@ -459,7 +460,7 @@ class _ScalarExpr(Visitor):
         if x.dtype.is_int:
             return impl.c_int.format(x=self.gen.expr(x), wrapped=self.wrap(x, 9)), 10
         fn = impl.c + ("f" if x.dtype in (DType.float32, DType.float16) else "")
-        return f"{fn}({self.gen.expr(x)})", 10
+        return f"{fn}({', '.join(self.gen.expr(a) for a in e.args)})", 10
 
     def generic_visit(self, e: Expr):
         raise AssertionError(f"cannot generate C for {type(e).__name__}")
@@ -473,7 +474,7 @@ bool true false NULL main args num_threads
 int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t size_t ptrdiff_t
 abort free malloc calloc realloc aligned_alloc exit abs labs div
 exp expf log logf sqrt sqrtf tanh tanhf fabs fabsf floor floorf ceil ceilf pow powf fmax fmaxf fmin fminf
-sin cos tan sinf cosf tanf erf erff round roundf INFINITY NAN HUGE_VAL isnan isinf
+sin cos tan sinf cosf tanf erf erff round roundf rint rintf INFINITY NAN HUGE_VAL isnan isinf
 """.split())
 
 

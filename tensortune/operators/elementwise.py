@@ -8,6 +8,8 @@ epilogue fused after a convolution or dense layer (``EpilogueStep``) and its lay
 class and its converter (see ``softplus.py``).
 
 Formulas are branch-free where a kernel must vectorize them (leaky ReLU is ``max(x, 0) + alpha * min(x, 0)``).
+bfloat16 is a storage type: a kernel computes the formula of bfloat16 operands in float32 and stores the result back
+in bfloat16.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
+from ..dtype import DType
 from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node, TensorType
 from ..graph.op import LayoutRule, Op, Pattern, broadcast_shapes, check_count, check_float
@@ -38,8 +41,12 @@ class Elementwise(MapOp):
         raise NotImplementedError
 
     def expr(self, xs: Sequence[Expr]) -> Expr:
-        """The formula on tensor expressions."""
-        return self.formula(xs, TeMath(xs[0].dtype))
+        """The formula on tensor expressions (bfloat16 operands computed in float32)."""
+        if not any(x.dtype is DType.bfloat16 for x in xs):
+            return self.formula(xs, TeMath(xs[0].dtype))
+        wide = [x.astype(DType.float32) if x.dtype is DType.bfloat16 else x for x in xs]
+        out = self.formula(wide, TeMath(wide[0].dtype))
+        return out.astype(DType.bfloat16) if out.dtype is DType.float32 else out
 
     def reference(self, *xs: np.ndarray) -> np.ndarray:
         dtype = np.result_type(*xs)
@@ -58,9 +65,9 @@ class Elementwise(MapOp):
 
     def __str__(self) -> str:
         """``LeakyRelu[0.1]``: the name, then the parameters."""
-        params = [getattr(self, f.name) for f in fields(self)]
+        params = [f"{v:g}" if isinstance(v, float) else str(v) for v in (getattr(self, f.name) for f in fields(self))]
         name = "".join(w.capitalize() for w in self.name.split("_"))
-        return name + (f"[{', '.join(f'{v:g}' for v in params)}]" if params else "")
+        return name + (f"[{', '.join(params)}]" if params else "")
 
 
 class Unary(Elementwise):
@@ -89,6 +96,12 @@ class Binary(Elementwise):
         if a.dtype != b.dtype:
             raise GraphError(f"{self}: operands have different dtypes {a.dtype} and {b.dtype}")
         return (TensorType(broadcast_shapes(self, a.shape, b.shape), a.dtype),)
+
+
+def int_kind(dtype) -> str:
+    """``"i"`` for a signed integer dtype (a ``DType`` or numpy's), ``"u"`` for an unsigned one, else ``""``."""
+    kind = (dtype.numpy if isinstance(dtype, DType) else np.dtype(dtype)).kind
+    return kind if kind in "iu" else ""
 
 
 def elementwise_kernel(g: Graph, node: Node, lanes: int, fn, kind: str) -> KernelDef:
@@ -227,15 +240,26 @@ class Mul(Binary):
 
 @dataclass(frozen=True, slots=True)
 class Div(Binary):
+    """``a / b``; integers divide truncating toward zero as onnxruntime does, with no trap: by zero gives 0, the
+    smallest integer by -1 wraps to itself."""
+
     name = "div"
 
     def formula(self, xs, m):
-        return xs[0] / xs[1]
-
-    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if np.issubdtype(np.result_type(a, b), np.integer):  # ONNX integer division truncates toward zero
-            return np.trunc(a / b).astype(np.result_type(a, b))
-        return Binary.reference(self, a, b)
+        a, b = xs
+        kind = int_kind(a.dtype)
+        if not kind:
+            return a / b
+        one, zero = m.const(1), m.const(0)
+        divides = m.not_equal(b, zero)
+        if kind == "i":
+            divides = divides & m.not_equal(b, m.const(-1))
+        d = m.select(divides, b, one)
+        q = a // d  # floor division: one less than the truncated quotient where a remainder is left and signs differ
+        q = m.select(m.not_equal(a % d, zero) & m.not_equal(a < zero, d < zero), q + one, q)
+        if kind == "i":
+            q = m.select(m.equal(b, m.const(-1)), -a, q)
+        return m.select(m.equal(b, zero), zero, q)
 
 
 @dataclass(frozen=True, slots=True)

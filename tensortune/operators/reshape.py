@@ -1,7 +1,7 @@
 """Operators that keep every element and change only the shape or the storage: ``Reshape`` (ONNX Reshape, Flatten,
-Squeeze, Unsqueeze), ``Identity`` (Identity, Dropout at inference, a Sum of one input) and ``Relayout`` (the same
-tensor in another layout, inserted by ``passes.plan_layout``). Where input and output lie in memory alike, the
-output is the input's memory and no kernel runs (``is_alias``)."""
+Squeeze, Unsqueeze), ``Identity`` (Identity, Dropout at inference, a Sum, Mean, Max or Min of one input) and
+``Relayout`` (the same tensor in another layout, inserted by ``passes.plan_layout``). Where input and output lie in
+memory alike, the output is the input's memory and no kernel runs (``is_alias``)."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ from ..graph.errors import GraphError
 from ..graph.ir import Graph, Layout, Node, TensorType
 from ..graph.op import Op, Pattern, check_count
 from ..target import Target
-from .elementwise import Add, elementwise_kernel
+from .elementwise import elementwise_kernel
 from .kernel import KernelArgs, KernelDef, lanes_of, map_kernel, read
 from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints, only_output
 
@@ -205,17 +205,3 @@ def _dropout_training_input(ctx: ImportContext, node: OnnxNode) -> None:
     if training is not None and bool(np.asarray(training).reshape(-1)[0]):
         raise Reject("training_mode=true is not supported at inference")
     ctx.emit(Identity(), [node.input(0)], node.outputs[:1], node.name)
-
-
-@converter("Sum")
-def _sum(ctx: ImportContext, node: OnnxNode) -> None:
-    inputs = [i for i in node.inputs if i]
-    if not inputs:
-        raise Reject("Sum needs at least one input")
-    if len(inputs) == 1:
-        ctx.emit(Identity(), inputs, node.outputs, node.name)
-        return
-    acc = inputs[0]
-    for k, other in enumerate(inputs[1:], start=1):
-        last = k == len(inputs) - 1
-        (acc,) = ctx.emit(Add(), [acc, other], node.outputs if last else None, node.name)

@@ -109,8 +109,9 @@ _SUFFIX = {DType.float64: "f64"}
 
 
 class MathFunc(Enum):
-    """Elementwise math functions of one argument. What each means and how it is computed is one row of
-    ``MATH_FUNCTIONS``, which constant folding, the graph interpreter and the C and CUDA code generators read."""
+    """Elementwise math functions (of one argument, ``pow`` of two). What each means and how it is computed is one
+    row of ``MATH_FUNCTIONS``, which constant folding, the graph interpreter and the C and CUDA code generators
+    read."""
 
     EXP = "exp"
     LOG = "log"
@@ -118,28 +119,46 @@ class MathFunc(Enum):
     TANH = "tanh"
     ABS = "abs"
     FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"
+    ERF = "erf"
+    SIN = "sin"
+    COS = "cos"
+    POW = "pow"
 
 
 @dataclass(frozen=True)
 class MathImpl:
     """How a math function is computed: ``numpy`` on arrays, ``c`` the C99 function of doubles (the float
     version adds ``f``; CUDA has the same names); ``ints``: whether it takes integers too (the C of an integer
-    argument is then ``c_int``, an expression of ``x``, or ``wrapped``: ``x`` in parentheses where needed)."""
+    argument is then ``c_int``, an expression of ``x``, or ``wrapped``: ``x`` in parentheses where needed);
+    ``arity``: its number of arguments (of one dtype)."""
 
-    numpy: Callable[[Any], Any]
+    numpy: Callable[..., Any]
     c: str
     ints: bool = False
     c_int: str = ""
+    arity: int = 1
 
 
-def _np(name: str) -> Callable[[Any], Any]:
-    def fn(x):
+def _np(name: str) -> Callable[..., Any]:
+    def fn(*xs):
         import numpy as np
 
-        return getattr(np, name)(x)
+        return getattr(np, name)(*xs)
 
     fn.__name__ = name
     return fn
+
+
+def _erf(x):
+    """numpy has no erf: C's, one element at a time (the interpreter and constant folding only)."""
+    import math
+
+    import numpy as np
+
+    x = np.asarray(x)
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 
 #: the one table of math functions (see ``MathFunc``)
@@ -150,6 +169,12 @@ MATH_FUNCTIONS: dict[MathFunc, MathImpl] = {
     MathFunc.TANH: MathImpl(_np("tanh"), "tanh"),
     MathFunc.ABS: MathImpl(_np("abs"), "fabs", ints=True, c_int="({x} < 0 ? -{wrapped} : {wrapped})"),
     MathFunc.FLOOR: MathImpl(_np("floor"), "floor"),
+    MathFunc.CEIL: MathImpl(_np("ceil"), "ceil"),
+    MathFunc.ROUND: MathImpl(_np("rint"), "rint"),  # to nearest, ties to even (C's default rounding mode)
+    MathFunc.ERF: MathImpl(_erf, "erf"),
+    MathFunc.SIN: MathImpl(_np("sin"), "sin"),
+    MathFunc.COS: MathImpl(_np("cos"), "cos"),
+    MathFunc.POW: MathImpl(_np("power"), "pow", arity=2),
 }
 
 
@@ -325,16 +350,19 @@ class Cast(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Call(Expr):
-    """An elementwise math function on float operands."""
+    """An elementwise math function on float operands (of one dtype)."""
 
     func: MathFunc
     args: tuple[Expr, ...]
 
     def __post_init__(self):
-        if len(self.args) != 1:
-            raise ExprError(f"{self.func.value} takes one argument, got {len(self.args)}")
+        arity = MATH_FUNCTIONS[self.func].arity
+        if len(self.args) != arity:
+            raise ExprError(f"{self.func.value} takes {arity} argument(s), got {len(self.args)}")
         if not MATH_FUNCTIONS[self.func].ints and not self.args[0].dtype.is_float:
             raise DTypeError(f"{self.func.value} needs a float argument, got {self.args[0].dtype}")
+        for a in self.args[1:]:
+            _check_same_dtype(self.func.value, self.args[0], a)
         _computes_in(self.func.value, self.args[0])
 
     @property
@@ -539,9 +567,12 @@ def _math(func: MathFunc) -> Callable[[ExprLike], Expr]:
     return f
 
 
-def call(func: MathFunc, x: ExprLike) -> Expr:
-    """``func(x)`` elementwise (``exp``, ``log``... are this for one function each)."""
-    return Call(func, (as_expr(x),))
+def call(func: MathFunc, x: ExprLike, *more: ExprLike) -> Expr:
+    """``func(x, ...)`` elementwise (``exp``, ``log``... are this for one function each)."""
+    if not more:
+        return Call(func, (as_expr(x),))
+    first = as_expr(x) if isinstance(x, (Expr, IterVar)) else as_expr(x, as_expr(more[0]).dtype)
+    return Call(func, (first,) + tuple(as_expr(y, first.dtype) for y in more))
 
 
 exp = _math(MathFunc.EXP)

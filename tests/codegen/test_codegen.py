@@ -2,6 +2,7 @@
 generated code computes what numpy computes (vector tails, guards, fallbacks, math functions)."""
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -282,6 +283,13 @@ MATH = [
     ("select", lambda x: te.select(x > 0, x, x * 0.5), lambda a: np.where(a > 0, a, a * 0.5)),
     ("div", lambda x: x / 3.0, lambda a: a / 3),
     ("cast", lambda x: te.cast(x.dtype, te.cast("int32", x * 10.0)), lambda a: np.trunc(a * 10)),
+    ("ceil", lambda x: te.call(te.MathFunc.CEIL, x * 3.0), lambda a: np.ceil(a * 3)),
+    # multiples of 0.5: half of them ties, rounded to even
+    ("rint", lambda x: te.call(te.MathFunc.ROUND, te.floor(x * 4.0) * 0.5), lambda a: np.rint(np.floor(a * 4) * 0.5)),
+    ("erf", lambda x: te.call(te.MathFunc.ERF, x), np.vectorize(math.erf)),
+    ("sin", lambda x: te.call(te.MathFunc.SIN, x * 3.0), lambda a: np.sin(a * 3)),
+    ("cos", lambda x: te.call(te.MathFunc.COS, x * 3.0), lambda a: np.cos(a * 3)),
+    ("pow", lambda x: te.call(te.MathFunc.POW, te.abs_(x), x), lambda a: np.power(np.abs(a), a)),
 ]
 
 
@@ -297,7 +305,7 @@ def test_math_functions_match_numpy(name, fn, ref, dtype, vectorize, check_run, 
         s[Y].vectorize(s[Y].axis[0])
     x = (rng.standard_normal(n) * 2).astype(dtype)
     m = check_run(s, [X, Y], [x], ref(x).astype(dtype), rtol=2e-6 if dtype == "float32" else 1e-12)
-    if name in ("exp", "tanh", "sqrt", "log", "floor"):
+    if name in ("exp", "tanh", "sqrt", "log", "floor", "ceil", "rint", "erf", "sin", "cos", "pow"):
         assert re.search(rf"\b{'fabs' if name == 'sqrt' else name}{'f' if dtype == 'float32' else ''}\(", m.source)
 
 

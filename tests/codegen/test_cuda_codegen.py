@@ -13,6 +13,7 @@ from tensortune.errors import CodegenError
 from tensortune.ops.schedule_helpers import simple_gpu_schedule
 from tensortune.ops import conv2d_nchw, matmul_nn
 from tensortune.runtime.nvcc import find_nvcc, nvcc_flags
+from tensortune.te import MATH_FUNCTIONS, MathFunc
 
 from gpu_cases import CUDA, needs_nvcc, tiled_matmul
 
@@ -25,6 +26,31 @@ def _elementwise():
     s[B].bind(bo, "blockIdx.x")
     s[B].bind(bi, "threadIdx.x")
     return s, [A, B]
+
+
+def _math(dtype: str = "float32"):
+    """Every math function of ``te.MATH_FUNCTIONS`` on each element, summed."""
+    A = tt.te.placeholder((256,), dtype, "A")
+
+    def body(i):
+        x = A[i]
+        terms = [tt.te.call(f, *[x] * MATH_FUNCTIONS[f].arity) for f in MathFunc]
+        return sum(terms[1:], terms[0])
+
+    B = tt.te.compute((256,), body, "B")
+    s = tt.create_schedule(B)
+    bo, bi = s[B].split(s[B].axis[0], 128)
+    s[B].bind(bo, "blockIdx.x")
+    s[B].bind(bi, "threadIdx.x")
+    return s, [A, B]
+
+
+@pytest.mark.parametrize("dtype, suffix", [("float32", "f"), ("float64", "")])
+def test_math_functions_are_called_by_their_c_names(dtype, suffix):
+    s, args = _math(dtype)
+    src = codegen_cuda(tt.lower(s, args, "math"), CUDA)
+    for f in MathFunc:
+        assert f"{MATH_FUNCTIONS[f].c}{suffix}(" in src, f
 
 
 def test_elementwise_kernel_text():
@@ -67,10 +93,12 @@ def test_reserved_kernel_names_are_refused():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("case", ["elementwise", "tiled_matmul", "matmul_default", "conv_default"])
+@pytest.mark.parametrize("case", ["elementwise", "math", "tiled_matmul", "matmul_default", "conv_default"])
 def test_nvcc_compiles_generated_kernels_to_sm90_cubins(case):
     if case == "elementwise":
         s, args = _elementwise()
+    elif case == "math":
+        s, args = _math()
     elif case == "tiled_matmul":
         s, args = tiled_matmul(48, 40, 24, (8, 8), (2, 2), 4, 2)
     elif case == "matmul_default":

@@ -68,7 +68,7 @@ def test_bad_input_is_one_line_and_exit_2(files, capsys, what):
     data = m.SerializeToString()
     (d / "cut.onnx").write_bytes(data[: len(data) // 3])
     unsupported = helper.make_model(helper.make_graph(
-        [helper.make_node("Erf", ["x"], ["y"], name="erf")], "u",
+        [helper.make_node("Det", ["x"], ["y"], name="det")], "u",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
     onnx.save(unsupported, d / "unsupported.onnx")
@@ -80,7 +80,7 @@ def test_bad_input_is_one_line_and_exit_2(files, capsys, what):
     argv, message = {
         "not_onnx": (["compile", d / "text.onnx", "-o", d / "o.tt"], "not an ONNX model"),
         "truncated": (["compile", d / "cut.onnx", "-o", d / "o.tt"], "truncated"),
-        "unsupported": (["compile", d / "unsupported.onnx", "-o", d / "o.tt"], "Erf 'erf' (opset 13)"),
+        "unsupported": (["compile", d / "unsupported.onnx", "-o", d / "o.tt"], "Det 'det' (opset 13)"),
         "bad_shape_arg": (["compile", d / "dyn.onnx", "-o", d / "o.tt", "--shape", "x=1,a"], "malformed --shape"),
         "wrong_shape": (["run", d / "vgg.tt", "--input", d / "small.npy"], "must have shape (1, 3, 32, 32)"),
         "wrong_dtype": (["run", d / "vgg.tt", "--input", d / "f64.npy"], "must have dtype float32"),

@@ -20,7 +20,7 @@ from tensortune.target import Target
 
 @dataclass(frozen=True, slots=True)
 class Softsign(Unary):
-    """``x / (1 + |x|)``, defined here and nowhere else."""
+    """``x / (1 + |x|)``, defined here in place of the package's own (``operators.unary_math``)."""
 
     name = "softsign"
 
@@ -30,7 +30,9 @@ class Softsign(Unary):
 
 @pytest.fixture
 def softsign(monkeypatch):
-    monkeypatch.setattr(onnx_convert, "_CONVERTERS", {k: list(v) for k, v in onnx_convert._CONVERTERS.items()})
+    """The converters with the package's Softsign replaced by this module's."""
+    monkeypatch.setattr(onnx_convert, "_CONVERTERS", {k: list(v) for k, v in onnx_convert._CONVERTERS.items()
+                                                      if k != "Softsign"})
     onnx_convert.simple("Softsign", Softsign)
 
 

@@ -309,6 +309,21 @@ def test_math_functions_build_calls_of_the_argument_dtype(fn, func, dtype):
     assert isinstance(e, Call) and e.func is func and e.dtype is DType.of(dtype)
 
 
+def test_pow_takes_two_arguments_of_one_dtype_and_folds_constants():
+    X = te.placeholder((3,), "float32", "X")
+    i = Var("i")
+    e = te.call(MathFunc.POW, X[i], 2.0)
+    assert isinstance(e, Call) and e.args[1] == Const(2.0, DType.float32) and e.dtype is DType.float32
+    with pytest.raises(ExprError, match="pow takes 2 argument"):
+        te.call(MathFunc.POW, X[i])
+    with pytest.raises(ExprError, match="erf takes 1 argument"):
+        te.call(MathFunc.ERF, X[i], X[i])
+    with pytest.raises(DTypeError, match="different dtypes"):
+        te.call(MathFunc.POW, X[i], te.placeholder((3,), "float64", "Y")[i])
+    folded = tt.arith.Analyzer().simplify(te.call(MathFunc.POW, Const(2.0, DType.float32), Const(10.0, DType.float32)))
+    assert folded == Const(1024.0, DType.float32)
+
+
 def test_maximum_minimum_promote_python_numbers_to_the_expression_dtype():
     X = te.placeholder((3,), "float64", "X")
     I = te.placeholder((3,), "int32", "I")
