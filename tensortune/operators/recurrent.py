@@ -7,7 +7,8 @@ Supported: every opset (7, 14 with ``layout``, up to tensortune's newest), forwa
 layers, biases, initial states (constants or run-time inputs), LSTM peepholes, ``clip``, GRU's
 ``linear_before_reset``, and constant ``sequence_lens`` (steps past a sequence's length keep its state and write
 zeros). Rejected with the reason: weights or sequence lengths computed at run time, ``input_forget``, activation
-functions other than Sigmoid, Tanh, Relu, Softplus, HardSigmoid and LeakyRelu, and activation parameters.
+functions other than Sigmoid, Tanh, Relu, Softplus, HardSigmoid, LeakyRelu, Elu and Softsign (Affine,
+ThresholdedRelu and ScaledTanh), and activation parameters.
 """
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ from .movement import Concat, Slice, Transpose
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter
 from .reshape import Reshape
 from .softplus import Softplus
+from .unary_math import Elu, Softsign
 
 #: activation functions by their ONNX names (no parameters: ``activation_alpha``/``beta`` are rejected)
 ACTIVATIONS: dict[str, type[Op]] = {"Sigmoid": Sigmoid, "Tanh": Tanh, "Relu": Relu, "Softplus": Softplus,
-                                    "HardSigmoid": HardSigmoid, "LeakyRelu": LeakyRelu}
+                                    "HardSigmoid": HardSigmoid, "LeakyRelu": LeakyRelu, "Elu": Elu,
+                                    "Softsign": Softsign}
 
 
 @dataclass(frozen=True)
