@@ -94,7 +94,9 @@ def read_broadcast(t: Tensor, v: Value, layout: Layout, idx: Sequence[Expr]) -> 
 
 
 def storage_compute(out: Value, body: Callable[[tuple[Expr, ...]], Expr], name: str = "out") -> Tensor:
-    """``out``'s storage computed elementwise from the logical index of each element."""
+    """``out``'s storage computed elementwise from the logical index of each element (a scalar is one element)."""
+    if not out.shape:
+        return te.compute((1,), lambda i: body(()), name)
     return te.compute(out.layout.storage_shape(out.shape), lambda *axes: body(logical_index(out.layout, axes)), name)
 
 
