@@ -11,7 +11,7 @@ import numpy as np
 from .. import te
 from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node
-from ..graph.op import Op, Pattern, check_count
+from ..graph.op import Op, Pattern, check_count, numpy_dtype
 from ..schedule import create_schedule
 from ..target import Target
 from .kernel import KernelArgs, KernelDef, lanes_of
@@ -24,8 +24,8 @@ MIN_PARALLEL = 1 << 14
 @dataclass(frozen=True, slots=True)
 class CumSum(Op):
     """The sum of the elements up to each one along ``axis``: ``exclusive`` leaves the element itself out (the first
-    sum is zero), ``reverse`` sums from the end of the axis. Integers wrap; float16 and bfloat16 sum in float32,
-    rounded at each element as onnxruntime stores them."""
+    sum is zero), ``reverse`` sums from the end of the axis. Integers wrap; float16 and bfloat16 sum in float32 (as
+    onnxruntime does), each output rounded once."""
 
     pattern = Pattern.OPAQUE
     axis: int
@@ -46,21 +46,21 @@ class CumSum(Op):
         y = np.flip(x, a) if self.reverse else x
         if self.exclusive:
             y = np.concatenate([np.zeros_like(np.take(y, [0], a)), np.take(y, range(y.shape[a] - 1), a)], a)
-        y = np.cumsum(y, axis=a, dtype=x.dtype)
+        y = np.cumsum(y, axis=a, dtype=numpy_dtype(_sum_dtype(x.dtype.name))).astype(x.dtype)
         return np.flip(y, a) if self.reverse else y
 
     def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
         """A scan over the input seen as ``[outer, n, inner]``: lines (outer, inner) in parallel, the inner ones as
-        vectors, each running along the ``n`` axis. A reverse sum scans the flipped lines into a buffer of the
-        kernel and flips them back into the output."""
+        vectors, each running along the ``n`` axis. A reverse sum scans the flipped lines, and a float16 or bfloat16
+        one sums in float32, into a buffer of the kernel that a second pass flips or rounds into the output."""
         xv = g.values[node.inputs[0]]
         dtype = xv.dtype
+        calc = _sum_dtype(dtype)
         shape = xv.shape
         view = (math.prod(shape[:self.axis]), shape[self.axis], math.prod(shape[self.axis + 1:]))
         n = view[1]
         a = KernelArgs(g)
         x = a.value(node.inputs[0], "in", view)
-        calc = "float32" if dtype in ("float16", "bfloat16") else dtype
 
         def src(o, i, j):
             return x[o, n - 1 - i if self.reverse else i, j].astype(calc)
@@ -68,22 +68,25 @@ class CumSum(Op):
         def step(acc, o, i, j):
             first = te.const(0, "int32")
             before = te.maximum(i - 1, first)
-            prev = acc[o, before, j].astype(calc)
             if self.exclusive:
-                total = te.select(i > first, prev + src(o, before, j), te.const(0, calc))
-            else:
-                total = te.select(i > first, prev, te.const(0, calc)) + src(o, i, j)
-            return total.astype(dtype)
+                return te.select(i > first, acc[o, before, j] + src(o, before, j), te.const(0, calc))
+            return te.select(i > first, acc[o, before, j], te.const(0, calc)) + src(o, i, j)
 
-        scan = te.scan(view, dtype, 1, step, "scan" if self.reverse else "out")
-        stages = [scan]
-        if self.reverse:
-            stages.append(te.compute(view, lambda o, i, j: scan[o, n - 1 - i, j], "out"))
+        direct = not self.reverse and calc == dtype
+        stages = [te.scan(view, calc, 1, step, "out" if direct else "scan")]
+        if not direct:
+            scan = stages[0]
+            stages.append(te.compute(view, lambda o, i, j: scan[o, n - 1 - i if self.reverse else i, j].astype(dtype),
+                                     "out"))
         s = create_schedule(stages[-1])
         lanes = lanes_of(target, dtype, node)
         for t in stages:
             _schedule_lines(s, t, lanes)
         return a.done("cumsum", node, stages[-1], s, xv.type.size)
+
+
+def _sum_dtype(dtype: str) -> str:
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def _schedule_lines(s, t: te.Tensor, lanes: int) -> None:

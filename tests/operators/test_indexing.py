@@ -1,8 +1,9 @@
 """Indexing and data movement at run time (``operators/indexing.py``, ``repeat.py``, ``space_depth.py``,
-``trilu.py``, ``cumsum.py``): Gather (the embedding lookup of language models), GatherElements, Expand, Tile,
-DepthToSpace, SpaceToDepth, Trilu and CumSum imported over the opsets where they changed, interpreted and compiled
-equal to onnxruntime for random shapes, axes and indices; Range folded at import; a Dropout whose mask nothing reads;
-the fusion of the element-by-element ones with their neighbours; and what each refuses, with the reason."""
+``trilu.py``, ``cumsum.py``, ``scatter.py``, ``topk.py``): Gather (the embedding lookup of language models),
+GatherElements, Expand, Tile, DepthToSpace, SpaceToDepth, Trilu, CumSum, ScatterND and TopK imported over the
+opsets where they changed, interpreted and compiled equal to onnxruntime for random shapes, axes and indices; Range
+folded at import; a Dropout whose mask nothing reads; the fusion of the element-by-element ones with their
+neighbours; and what each refuses, with the reason."""
 from __future__ import annotations
 
 import numpy as np
@@ -219,13 +220,16 @@ def test_trilu_of_a_run_time_tensor_joins_its_neighbours():
 
 @EXAMPLES
 @given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), data=st.data(), exclusive=st.booleans(),
-       reverse=st.booleans(), dtype=st.sampled_from(["float32", "int32", "int64"]), opset=st.sampled_from([11, 14]))
+       reverse=st.booleans(), dtype=st.sampled_from(["float32", "int32", "int64", "float16"]),
+       opset=st.sampled_from([11, 14]))
 def test_cumsum(shape, data, exclusive, reverse, dtype, opset):
+    """float16 from opset 14, summed in float32 as onnxruntime does (equal to the bit)."""
+    dtype = "float32" if opset < 14 and dtype == "float16" else dtype
     rank = len(shape)
     ax = data.draw(st.integers(-rank, rank - 1))
     m = one_node("CumSum", {"x": shape}, {"a": np.array(ax, np.int32)}, opset=opset, dtypes={"x": dtype, "y": dtype},
                  exclusive=int(exclusive), reverse=int(reverse))
-    x = rand(shape, 1, -3, 3) if dtype == "float32" else indices(shape, 50, 1, dtype)
+    x = rand(shape, 1, -30, 30).astype(dtype) if "float" in dtype else indices(shape, 50, 1, dtype)
     check(m, {"x": x})
     assert import_onnx(m).nodes[0].op == CumSum(ax % rank, exclusive, reverse)
 
@@ -280,6 +284,58 @@ def test_a_dropout_mask_that_is_read_is_refused(read_by):
         import_onnx(m)
 
 
+# ------------------------------------------------------------------------------------------- ScatterND and TopK
+
+@EXAMPLES
+@given(shape=shapes, data=st.data(), opset=st.sampled_from([11, 13, 16, 18]))
+def test_scatter_nd(shape, data, opset):
+    """Updates of slices of any depth at distinct positions (negative ones too)."""
+    k = data.draw(st.integers(1, len(shape)))
+    head = shape[:k]
+    every = [np.unravel_index(p, head) for p in range(int(np.prod(head)))]
+    chosen = data.draw(st.lists(st.sampled_from(range(len(every))), min_size=1, max_size=4, unique=True))
+    idx = np.array([[c - n * data.draw(st.booleans()) for c, n in zip(every[p], head)] for p in chosen], np.int64)
+    upd_shape = (len(chosen),) + tuple(shape[k:])
+    m = one_node("ScatterND", {"x": shape, "i": idx.shape, "u": upd_shape}, opset=opset, dtypes={"i": "int64"})
+    check(m, {"x": rand(shape, 1), "i": idx, "u": rand(upd_shape, 2)}, kinds=["scatter_nd"])
+
+
+def test_a_key_value_cache_update_at_a_run_time_position():
+    """``cache[:, :, pos] = new``, as exporters write it: indices [1, heads, 1, 3] computed at run time."""
+    heads, length, dim = 4, 16, 8
+    m = one_node("ScatterND", {"cache": (1, heads, length, dim), "i": (1, heads, 1, 3), "new": (1, heads, 1, dim)},
+                 opset=16, dtypes={"i": "int64"})
+    idx = np.array([[[[0, h, 5]] for h in range(heads)]], np.int64)
+    check(m, {"cache": rand((1, heads, length, dim), 1), "i": idx, "new": rand((1, heads, 1, dim), 2)})
+
+
+def test_scatter_nd_writes_the_last_of_equal_indices_and_drops_those_out_of_range():
+    m = one_node("ScatterND", {"x": (4, 3), "i": (4, 1), "u": (4, 3)}, opset=16, dtypes={"i": "int64"})
+    feeds = {"x": rand((4, 3), 1), "i": np.array([[1], [-3], [7], [2]], np.int64), "u": rand((4, 3), 2)}
+    expected = feeds["x"].copy()
+    expected[1], expected[2] = feeds["u"][1], feeds["u"][3]
+    assert_close(interpret(import_onnx(m), feeds)["y"], expected)
+    assert_close(nw.compile(m).run(feeds)["y"], expected)
+
+
+@EXAMPLES
+@given(shape=shapes, data=st.data(), largest=st.booleans(), opset=st.sampled_from([7, 10, 11]),
+       dtype=st.sampled_from(["float32", "int64"]))
+def test_topk(shape, data, largest, opset, dtype):
+    """Values and positions of the k largest (or smallest) along any axis, equal elements (many: a few distinct
+    values) in the order of their positions as onnxruntime gives them."""
+    rank = len(shape)
+    ax = data.draw(st.integers(-rank, rank - 1))
+    k = data.draw(st.integers(1, shape[ax]))
+    largest = largest or opset < 11
+    dtype = dtype if opset >= 11 else "float32"  # integers from opset 11
+    attrs = {"axis": ax, **({"k": k} if opset < 10 else {}), **({"largest": int(largest)} if opset >= 11 else {})}
+    inits = {"k": np.array([k], np.int64)} if opset >= 10 else {}
+    m = model([node("TopK", ["x", *inits], ["v", "i"], **attrs)], {"x": shape}, ["v", "i"], inits, opset=opset,
+              dtypes={"x": dtype, "v": dtype, "i": "int64"})
+    check(m, {"x": np.round(rand(shape, 1) * 2).astype(dtype)})
+
+
 # ------------------------------------------------------------------------------------------- rejections
 
 I64 = {"i": "int64"}
@@ -305,6 +361,13 @@ I64 = {"i": "int64"}
     (one_node("GatherElements", {"x": (3, 3), "i": (3, 4)}, dtypes=I64), "no larger axes but axis 0"),
     (one_node("Gather", {"x": (3, 3), "i": (2,)}, dtypes=I64, axis=2), "axis 2 is out of range"),
     (one_node("Gather", {"x": (3, 3), "i": (2,)}, opset=7, dtypes=I64, axis=-3), "axis -3 is out of range"),
+    (one_node("ScatterND", {"x": (3, 3), "i": (2, 1), "u": (2, 3)}, opset=16, dtypes=I64, reduction="add"),
+     "reduction 'add' is not supported"),
+    (one_node("ScatterND", {"x": (3, 3), "i": (2, 1), "u": (2, 2)}, opset=16, dtypes=I64), r"updates must be"),
+    (model([node("TopK", ["x", "k"], ["v", "i"])], {"x": (3, 4), "k": (1,)}, ["v", "i"], opset=11,
+           dtypes={"k": "int64", "i": "int64"}), "k .* must be a constant"),
+    (model([node("TopK", ["x", "k"], ["v", "i"])], {"x": (3, 4)}, ["v", "i"], {"k": np.array([5], np.int64)},
+           opset=11, dtypes={"i": "int64"}), "k=5 must be 1 to the length 4"),
 ])
 def test_what_is_refused_names_the_reason(m, reason):
     with pytest.raises(UnsupportedModelError, match=reason):
