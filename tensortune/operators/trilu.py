@@ -35,8 +35,10 @@ class Trilu(MapOp):
 
     def element(self, xs, idx):
         x = xs[0]
+        rows, cols = x.shape[-2:]
+        k = min(max(self.k, -rows), cols)  # the same triangle, and a k that fits in int32
         diagonal = idx[-1] - idx[-2]
-        keep = diagonal >= self.k if self.upper else diagonal <= self.k
+        keep = diagonal >= k if self.upper else diagonal <= k
         return te.select(keep, x.at(idx), te.const(0, x.dtype))
 
 

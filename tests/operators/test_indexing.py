@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import tensortune.network as nw
 from onnx_models import assert_close, model, node, ort_run, rand
@@ -85,6 +85,15 @@ def test_a_position_embedding_added_to_the_lookup_is_one_kernel():
     m = model([node("Gather", ["table", "ids"], ["e"]), node("Add", ["e", "pos"], ["y"])], {"ids": (1, 6)}, ["y"],
               {"table": rand((40, 16), 1), "pos": rand((1, 6, 16), 2)}, dtypes={"ids": "int64"})
     check(m, {"ids": indices((1, 6), 40, 3)}, kinds=["gather_add"])
+
+
+def test_a_producer_of_the_data_joins_a_gather_no_larger_than_its_output():
+    """A gather may read one element many times, but computes a fused producer once per output element: no more
+    often than on its own where the output is no larger (3 rows of 6), more often where it is (8 rows of 6)."""
+    for rows, kinds in ((3, ["relu_gather"]), (8, ["relu", "gather"])):
+        m = model([node("Relu", ["x"], ["r"]), node("Gather", ["r", "i"], ["y"])], {"x": (6, 4), "i": (rows,)},
+                  ["y"], dtypes={"i": "int64"})
+        check(m, {"x": rand((6, 4), 1), "i": indices((rows,), 6, 2)}, kinds=kinds)
 
 
 def test_indices_out_of_range_are_clamped_where_onnxruntime_raises():
@@ -197,6 +206,8 @@ def test_depth_to_space_and_back_fuse_with_their_neighbours():
 @EXAMPLES
 @given(shape=st.lists(st.integers(1, 6), min_size=2, max_size=3), k=st.one_of(st.none(), st.integers(-4, 4)),
        upper=st.sampled_from([0, 1]))
+@example(shape=[3, 4], k=2**40, upper=0).via("a k beyond int32")
+@example(shape=[3, 4], k=-2**40, upper=1).via("a k beyond int32")
 def test_trilu(shape, k, upper):
     inits = {} if k is None else {"k": np.array(k, np.int64)}
     m = one_node("Trilu", {"x": shape}, inits, opset=14, upper=upper)
