@@ -96,6 +96,7 @@ class _Importer:
         self.folded: dict[str, np.ndarray] = {}
         self.producer: dict[str, Node] = {}
         self.poisoned: set[str] = set()  # outputs of unsupported nodes (their readers are not reported again)
+        self.read = {i for n in graph.node for i in n.input if i} | {o.name for o in graph.output}
 
     # ------------------------------------------------------------------ whole model
     def run(self) -> Graph:
@@ -234,6 +235,9 @@ class _Importer:
         if value is None:
             raise Reject(f"its {what} (input {k}, '{name}') must be a constant, but it is computed at run time")
         return value
+
+    def is_read(self, name: str) -> bool:
+        return name in self.read
 
     def emit(self, op: Op, inputs: Sequence[str], outputs: Sequence[str] | None, name: str) -> tuple[str, ...]:
         outs = self.b.add(op, inputs, name, outputs)

@@ -94,6 +94,23 @@ def _loop_kinds(st: StageState, in_parallel: bool, in_vector: bool) -> list[tupl
     return loops
 
 
+def _check_scan_order(st: StageState, loops: list[tuple[str, ForKind]]) -> None:
+    """A scan's loops along its axis (split or fused) must run one iteration after another, in order."""
+    if st.op.scan_axis is None:
+        return
+    ordered = {st.op.axes[st.op.scan_axis].name}
+    for rel in st.relations:
+        if isinstance(rel, SplitRel) and rel.parent in ordered:
+            ordered |= {rel.outer, rel.inner}
+        elif not isinstance(rel, SplitRel) and (rel.outer in ordered or rel.inner in ordered):
+            ordered.add(rel.fused)
+    for a, kind in loops:
+        if a in ordered and kind in (ForKind.PARALLEL, ForKind.VECTORIZED) or a in ordered and kind.is_gpu:
+            raise ScheduleError(st.name, a, f"loop runs along the axis of a scan, whose elements are computed from "
+                                            f"the ones before: it cannot be {kind.value}; parallelize or vectorize "
+                                            "the other axes")
+
+
 @dataclass(frozen=True)
 class _PrefetchPlan:
     """What a prefetch fetches (``_Builder._plan_prefetches``): ``lines`` cache lines of ``buffer``, line ``q`` at
@@ -126,7 +143,7 @@ class _Builder:
         self.name = name
         self.stages = sch.stages
         self.bodies = self._inline_bodies()
-        reads = {r: _reads(b) for r, b in self.bodies.items() if self.stages[r].attach != INLINE}
+        reads = {r: _reads(b) - {r} for r, b in self.bodies.items() if self.stages[r].attach != INLINE}
         self.readers = {n: [r for r, rd in reads.items() if n in rd] for n in self.stages}
         self._check_attachments()
         self.arg_names = self._arg_names(args)
@@ -295,6 +312,7 @@ class _Builder:
                 self.buffers[kid.name] = Buffer(kid.name, region.extents, kid.dtype, scope)
         update, init = self._statements(st, reg, root_val, ranges)
         loops = _loop_kinds(st, in_parallel, in_vector)
+        _check_scan_order(st, loops)
         self._plan_prefetches(st, lv, loops, outer, root_val)
         prefetches = self._prefetches(st, lv, loops)
         red_pos = next((i for i, a in enumerate(st.leaves) if st.kinds[a] is AxisKind.REDUCE), len(st.leaves))

@@ -15,12 +15,13 @@ import pkgutil as _pkgutil
 for _module in _pkgutil.iter_modules(__path__):
     _importlib.import_module(f"{__name__}.{_module.name}")
 
-from .constants import Cast, Gather  # noqa: E402
+from .constants import Cast  # noqa: E402
 from .conv import Conv, ConvLike  # noqa: E402
 from .elementwise import (Add, Binary, Clip, Div, Elementwise, EpilogueStep, HardSigmoid, HardSwish,  # noqa: E402
                           LeakyRelu, Mul, PRelu, Relu, Sigmoid, Sub, Tanh, Unary, WithEpilogue)
 from .expansion import ExpandDepthwise  # noqa: E402
 from .fused import Fused  # noqa: E402
+from .indexing import Gather  # noqa: E402
 from .map_op import MapOp  # noqa: E402
 from .matmul import Dense, MatMul  # noqa: E402
 from .movement import Concat, Pad, PadMode, Slice, Transpose  # noqa: E402

@@ -1,6 +1,6 @@
-"""Constants and what is computed from shapes and constants: ONNX Constant, ConstantOfShape and Shape become
-constants at import; ``Gather`` is evaluated at compile time; ``Cast`` converts between the dtypes kernels
-compute (and is folded where its input is a constant)."""
+"""Constants and what is computed from shapes and constants: ONNX Constant, ConstantOfShape, Shape and Range become
+constants at import; ``Cast`` converts between the dtypes kernels compute (and is folded where its input is a
+constant)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,32 +11,12 @@ from ..dtype import DType
 from ..errors import DTypeError
 from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node, TensorType
-from ..graph.op import Op, Pattern, check_count, numpy_dtype
+from ..graph.op import Pattern, check_count, numpy_dtype
 from ..target import Target
 from .kernel import KernelDef, lanes_of
 from .map_op import MapOp
-from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints
+from .onnx_convert import ImportContext, OnnxNode, Reject, converter, ints
 from .reshape import Identity, copy_kernel
-
-
-@dataclass(frozen=True, slots=True)
-class Gather(Op):
-    """``numpy.take(data, indices, axis)``; only compiled when folded into a constant."""
-
-    pattern = Pattern.INJECTIVE
-    axis: int
-
-    def infer(self, inputs):
-        check_count(self, inputs, 2)
-        data, idx = inputs
-        if not 0 <= self.axis < len(data.shape):
-            raise GraphError(f"Gather: axis {self.axis} is out of range for shape {data.shape}")
-        if not np.issubdtype(numpy_dtype(idx.dtype), np.integer):
-            raise GraphError(f"Gather: indices must be integers, got {idx.dtype}")
-        return (TensorType(data.shape[:self.axis] + idx.shape + data.shape[self.axis + 1:], data.dtype),)
-
-    def reference(self, data: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return np.take(data, idx, axis=self.axis)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +86,28 @@ def _shape(ctx: ImportContext, node: OnnxNode) -> None:
     ctx.constant(np.asarray(shape[slice(start, end)], np.int64), node.name, node.outputs[0])
 
 
-@converter("Gather", attrs=("axis",))
-def _gather(ctx: ImportContext, node: OnnxNode) -> None:
-    if ctx.static(node.input(0)) is None or ctx.static(node.input(1)) is None:
-        raise Reject("only Gather of constants (folded at compile time) is supported")
-    rank = len(ctx.shape(node.input(0)))
-    ctx.emit(Gather(axis(int(node.attr("axis", 0)), rank)), node.inputs[:2], node.outputs, node.name)
+@converter("Range", since=11)
+def _range(ctx: ImportContext, node: OnnxNode) -> None:
+    """Folded at import: a run-time Range would make a tensor whose shape depends on data."""
+    start, limit, delta = (ctx.static(node.input(k)) for k in range(3))
+    if start is None or limit is None or delta is None:
+        raise Reject("a Range of run-time start, limit or delta (its length would depend on data) is not supported; "
+                     "only a Range of constants, folded at compile time")
+    ctx.constant(range_values(start, limit, delta), node.name, node.outputs[0])
+
+
+def range_values(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """ONNX Range as onnxruntime computes it: ``ceil((limit - start) / delta)`` elements (in float64), each the one
+    before plus ``delta`` in the inputs' dtype."""
+    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if delta == 0:
+        raise Reject("Range with delta 0")
+    n = int(np.ceil(np.float64(limit - start) / np.float64(delta)))
+    if n <= 0:
+        raise Reject(f"Range({start}, {limit}, {delta}) is empty (tensors without elements are not supported)")
+    steps = np.full(n, delta, start.dtype)
+    steps[0] = start
+    return np.cumsum(steps, dtype=start.dtype)
 
 
 @converter("Cast", attrs=("to", "saturate"))

@@ -58,6 +58,9 @@ class ImportContext(Protocol):
     def need_static(self, node: OnnxNode, k: int, what: str) -> np.ndarray | None:
         """Input ``k`` as a constant (None when omitted); rejects the node when it is computed at run time."""
 
+    def is_read(self, name: str) -> bool:
+        """Whether a node of the model reads ``name``, or it is an output of the model."""
+
     def emit(self, op: Op, inputs: Sequence[str], outputs: Sequence[str] | None, name: str) -> tuple[str, ...]:
         """Append ``op(inputs)``; its outputs are ``outputs`` (fresh names when None)."""
 

@@ -15,7 +15,7 @@ from ..graph.op import Op, Pattern, check_count
 from ..target import Target
 from .elementwise import elementwise_kernel
 from .kernel import KernelArgs, KernelDef, lanes_of, map_kernel, read
-from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints, only_output
+from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, ints
 
 
 def _plain_in_and_out(g: Graph, node: Node) -> bool:
@@ -192,15 +192,23 @@ def _identity(ctx: ImportContext, node: OnnxNode) -> None:
     ctx.emit(Identity(), [node.input(0)], node.outputs, node.name)
 
 
+def _unread_mask(ctx: ImportContext, node: OnnxNode) -> None:
+    """Rejects a Dropout whose mask output is read or is an output of the model (the opset-9 models of the ONNX
+    model zoo declare one that nothing reads)."""
+    mask = node.outputs[1] if len(node.outputs) > 1 else ""
+    if mask and ctx.is_read(mask):
+        raise Reject(f"its mask output '{mask}' is read; only a mask that nothing reads is supported at inference")
+
+
 @converter("Dropout", attrs=("ratio", "is_test", "seed"), until=11)
 def _dropout(ctx: ImportContext, node: OnnxNode) -> None:
-    only_output(node, "mask")
+    _unread_mask(ctx, node)
     ctx.emit(Identity(), [node.input(0)], node.outputs[:1], node.name)
 
 
 @converter("Dropout", attrs=("ratio", "is_test", "seed"), since=12)
 def _dropout_training_input(ctx: ImportContext, node: OnnxNode) -> None:
-    only_output(node, "mask")
+    _unread_mask(ctx, node)
     training = ctx.need_static(node, 2, "training_mode")
     if training is not None and bool(np.asarray(training).reshape(-1)[0]):
         raise Reject("training_mode=true is not supported at inference")

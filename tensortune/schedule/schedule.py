@@ -115,12 +115,12 @@ def split_extents(extent: int, factor: int | None, nparts: int | None) -> tuple[
 
 
 def tensor_reads(op: ComputeOp | PlaceholderOp) -> list[str]:
-    """Names of the stages an op reads, in order of first appearance."""
+    """Names of the stages an op reads, in order of first appearance (not itself: a scan's recurrence)."""
     if isinstance(op, PlaceholderOp):
         return []
     out: list[str] = []
     for n in walk(op.body):
-        if isinstance(n, TensorRead) and n.tensor.name not in out:
+        if isinstance(n, TensorRead) and n.tensor.name not in out and n.tensor.name != op.name:
             out.append(n.tensor.name)
     return out
 
@@ -504,9 +504,16 @@ def _check_not_output(st: StageState, what: str) -> None:
         raise ScheduleError(st.name, None, f"{what}: an output stage must be computed at the root")
 
 
+def _check_not_scan(st: StageState, what: str) -> None:
+    if isinstance(st.op, ComputeOp) and st.op.scan_axis is not None:
+        raise ScheduleError(st.name, None, f"{what}: a scan reads its own earlier elements, so it is computed whole, "
+                                           "at the root")
+
+
 def _apply_inline(s: Schedule, step: ComputeInline) -> None:
     st = s._stage(step.stage)
     _check_not_output(st, "compute_inline")
+    _check_not_scan(st, "compute_inline")
     if st.op.reduce_axes:
         raise ScheduleError(st.name, None, "compute_inline: a reduction cannot be inlined; use compute_at")
     st.attach = INLINE
@@ -519,6 +526,7 @@ def _apply_root(s: Schedule, step: ComputeRoot) -> None:
 def _apply_compute_at(s: Schedule, step: ComputeAt) -> None:
     st = s._stage(step.stage)
     _check_not_output(st, "compute_at")
+    _check_not_scan(st, "compute_at")
     if step.target not in s.stages:
         raise ScheduleError(st.name, None, f"compute_at: no stage named '{step.target}'")
     tgt = s.stages[step.target]
@@ -581,6 +589,7 @@ def _cache_scope(stage: str, scope: str, what: str) -> Scope:
 def _apply_cache_write(s: Schedule, step: CacheWrite) -> None:
     st = s._stage(step.stage)
     scope = _cache_scope(st.name, step.scope, "cache_write")
+    _check_not_scan(st, "cache_write")
     name = f"{st.name}.{step.scope}"
     if name in s.stages:
         raise ScheduleError(st.name, None, f"cache_write: stage '{name}' already exists")
@@ -624,7 +633,7 @@ def _apply_cache_read(s: Schedule, step: CacheRead) -> None:
 
     for r in step.readers:
         rst = s.stages[r]
-        rst.op = ComputeOp(rst.op.name, rst.op.axes, transform(rst.op.body, redirect))
+        rst.op = dataclasses.replace(rst.op, body=transform(rst.op.body, redirect))
 
 
 def _apply_prefetch(s: Schedule, step: Prefetch) -> None:

@@ -19,21 +19,23 @@ class PlaceholderOp:
 
 @dataclass(frozen=True, eq=False)
 class ComputeOp:
-    """``out[axes] = body``; ``body`` may be a top-level ``Reduce``."""
+    """``out[axes] = body``; ``body`` may be a top-level ``Reduce``. ``scan_axis``: a recurrence along that axis
+    (``scan``), whose body reads the tensor itself."""
 
     name: str
     axes: tuple[IterVar, ...]
     body: Expr
+    scan_axis: int | None = None
 
     @property
     def reduce_axes(self) -> tuple[IterVar, ...]:
         return self.body.axes if isinstance(self.body, Reduce) else ()
 
     def inputs(self) -> list["Tensor"]:
-        """Tensors read by the body, in order of first appearance."""
+        """Tensors read by the body, in order of first appearance (a scan's reads of itself are not inputs)."""
         seen: dict[int, Tensor] = {}
         for n in walk(self.body):
-            if isinstance(n, TensorRead) and id(n.tensor) not in seen:
+            if isinstance(n, TensorRead) and id(n.tensor) not in seen and n.tensor.name != self.name:
                 seen[id(n.tensor)] = n.tensor
         return list(seen.values())
 
@@ -109,6 +111,35 @@ def compute(shape: Sequence[int], fcompute: Callable[..., ExprLike], name: str =
             )
     _check_axes(name, axes, body)
     return Tensor(shape, body.dtype, ComputeOp(name, axes, body))
+
+
+def scan(shape: Sequence[int], dtype: DType | str, axis: int, fcompute: Callable[..., ExprLike],
+         name: str = "scan") -> Tensor:
+    """A recurrence along ``axis``: ``out[i, j, ...] = fcompute(out, i, j, ...)``, whose body may read ``out`` itself
+    at its own index but for an earlier position along ``axis`` (a cumulative sum reads ``out[..., i - 1, ...]``;
+    guard the first position with a ``select``, which evaluates only the branch it picks in generated code). The
+    loops of ``axis`` run in increasing order: lowering refuses a schedule that runs them in parallel, as vectors or
+    on GPU threads, and the stage stays at the root. The other axes are free: a cumulative sum is one pass over its
+    input, parallel across its lines."""
+    shape = _check_shape(shape, name)
+    _check_name(name)
+    dt = DType.of(dtype)
+    if not 0 <= axis < len(shape):
+        raise ShapeError(f"scan '{name}': axis {axis} is out of range for shape {shape}")
+    own = Tensor(shape, dt, PlaceholderOp(name))
+    axes = tuple(IterVar(Var(f"i{d}"), e, AxisKind.SPATIAL) for d, e in enumerate(shape))
+    body = as_expr(fcompute(own, *axes))
+    if body.dtype is not dt:
+        raise ExprError(f"scan '{name}': the body is {body.dtype}, the tensor {dt}; cast the body")
+    for n in walk(body):
+        if isinstance(n, Reduce):
+            raise ExprError(f"scan '{name}': a scan's body cannot reduce; reduce in a stage of its own")
+        if isinstance(n, TensorRead) and n.tensor.name == name and (n.tensor is not own or any(
+                i is not a.var for d, (i, a) in enumerate(zip(n.indices, axes)) if d != axis)):
+            raise ExprError(f"scan '{name}': it may read itself only at its own index along every axis but {axis} "
+                            f"(read {n})")
+    _check_axes(name, axes, body)
+    return Tensor(shape, dt, ComputeOp(name, axes, body, axis))
 
 
 def _check_axes(name: str, axes: tuple[IterVar, ...], body: Expr) -> None:
