@@ -3,18 +3,19 @@ along any axes.
 
 Each resized axis maps every output index to the input indices it reads and their weights, a table per axis
 computed at import (``axis_table``) in float32 the way onnxruntime computes it, so that a nearest resize picks the
-same neighbour at every tie: one index in nearest mode, two indices and weights in linear mode, four in cubic mode.
-``Resize`` reads the tables as constant inputs; its output element is the weighted sum, axis after axis, of the
-input elements they pick. It is an element-by-element operator (``MapOp``; after TVM, whose resize is injective
-too): its kernel is one pass over the output, it joins the elementwise operator that reads it, and where the
-channels are not resized an image is resized in the blocked layout it arrives in (vectors of channels).
-With ``tf_crop_and_resize`` an output whose input coordinate lies outside the input is ``extrapolation_value``
-(its tables hold -1 there).
+same neighbour at every tie: one index in nearest mode, two indices and weights in linear mode, four in cubic mode,
+and with ``antialias`` (opset 18 on) a window that widens with the downsampling. ``Resize`` reads the tables as
+constant inputs; its output element is the weighted sum, axis after axis, of the input elements they pick (an
+antialiased resize is one node per axis, so that a node sums one window's taps, not the product of every axis's).
+It is an element-by-element operator (``MapOp``; after TVM, whose resize is injective too): its kernel is one pass
+over the output, it joins the elementwise operator that reads it, and where the channels are not resized an image
+is resized in the blocked layout it arrives in (vectors of channels). With ``tf_crop_and_resize`` an output whose
+input coordinate lies outside the input is ``extrapolation_value`` (its tables hold -1 there).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
@@ -69,6 +70,12 @@ class Interpolation:
     rounding: Rounding = Rounding.ROUND_PREFER_FLOOR
     cubic_coeff_a: float = -0.75
     exclude_outside: bool = False
+    antialias: bool = False  # linear and cubic: the filter stretched by 1 / scale when downsampling
+
+    @property
+    def filters(self) -> bool:
+        """Whether each axis is resized by an antialiasing filter, whose window may hold many taps."""
+        return self.antialias and self.mode is not ResizeMode.NEAREST
 
     @property
     def extrapolates(self) -> bool:
@@ -152,12 +159,55 @@ def _cubic_coefficients(s: np.ndarray, a: float) -> np.ndarray:
     return np.stack([outer(s + one), inner(s), inner(one - s), outer(two - s)], axis=1)
 
 
+def _filter_table(ax: AxisResize, how: Interpolation, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Antialiasing (onnxruntime's ``upsample_aa``, after Pillow): a triangle (linear) or cubic filter of support
+    2 or 4 input elements, stretched by ``1 / scale`` when downsampling, centred on each output's coordinate; the
+    weights of taps outside the input fold onto the edge taps (or, with ``exclude_outside``, drop), then sum to 1."""
+    a, one = _F(how.cubic_coeff_a), _F(1)
+    cubic = how.mode is ResizeMode.CUBIC
+    stretch = one / _F(ax.scale)
+    half = _F(2 if cubic else 1) * (stretch if stretch >= 1 else one)
+    inv = one / stretch if stretch >= 1 else one
+    window = int(math.ceil(half)) * 2 + 1
+
+    def response(d: np.ndarray) -> np.ndarray:
+        d = np.abs(d)
+        if not cubic:
+            return np.where(d < 1, one - d, _F(0))
+        near = ((a + _F(2)) * d - (a + _F(3))) * d * d + one
+        far = (((d - _F(5)) * d + _F(8)) * d - _F(4)) * a
+        return np.where(d < 1, near, np.where(d < 2, far, _F(0)))
+
+    index = np.zeros((ax.length_out, window), np.int64)
+    weight = np.zeros((ax.length_out, window), _F)
+    for i, centre in enumerate(x + _F(0.5)):
+        lo, hi = int(np.floor(float(centre - half) + 0.5)), int(np.floor(float(centre + half) + 0.5))
+        lo_in, hi_in = max(lo, 0), min(hi, ax.length_in)
+        if how.exclude_outside:
+            lo, hi = lo_in, hi_in
+        taps = np.arange(lo, hi)
+        w = response((taps.astype(_F) - centre + _F(0.5)) * inv)
+        total = w.sum(dtype=_F)
+        inside = (taps >= 0) & (taps < ax.length_in)
+        if not inside.any():
+            continue
+        kept = w[inside]
+        kept[0] += w[taps < 0].sum(dtype=_F)
+        kept[-1] += w[taps >= ax.length_in].sum(dtype=_F)
+        n = kept.size
+        index[i, :n], index[i, n:] = np.arange(lo_in, hi_in), hi_in - 1
+        weight[i, :n] = kept / total if total != 0 else kept
+    return index, weight
+
+
 def axis_table(ax: AxisResize, how: Interpolation) -> tuple[np.ndarray, np.ndarray | None]:
     """The input indices (int32, ``[length_out, taps]``) each output index reads, and their weights (float32, the
     same shape; None in nearest mode). Rows of an output outside the input (``tf_crop_and_resize``) hold -1."""
     x = input_coordinates(ax, how.coordinates)
     last = ax.length_in - 1
-    if how.mode is ResizeMode.NEAREST:
+    if how.filters:
+        index, weight = _filter_table(ax, how, x)
+    elif how.mode is ResizeMode.NEAREST:
         index = np.clip(_nearest(x, how.rounding, ax.scale), 0, last)[:, None]
         weight = None
     elif how.mode is ResizeMode.LINEAR:
@@ -353,11 +403,19 @@ def _resize(ctx: ImportContext, node: OnnxNode, r: _Request) -> None:
             continue
         index, weight = axis_table(g, r.how)
         axes.append(a)
-        tables.append(ctx.constant(index, f"{node.name}_index{a}"))
-        if weight is not None:
-            tables.append(ctx.constant(weight, f"{node.name}_weight{a}"))
+        tables.append([ctx.constant(index, f"{node.name}_index{a}")] +
+                      ([] if weight is None else [ctx.constant(weight, f"{node.name}_weight{a}")]))
     extrapolation = float(r.extrapolation) if r.how.extrapolates else None
-    ctx.emit(Resize(tuple(axes), r.how.mode, extrapolation), [x, *tables], node.outputs, node.name)
+    if not r.how.filters:
+        ctx.emit(Resize(tuple(axes), r.how.mode, extrapolation), [x, *sum(tables, [])], node.outputs, node.name)
+        return
+    # an antialiasing filter's window grows with the downsampling: one node per axis (the last axis first, as
+    # onnxruntime filters), so that a node sums the taps of one window, not the product of all windows
+    steps = list(zip(axes, tables))[::-1]
+    for k, (a, axis_tables) in enumerate(steps):
+        final = k == len(steps) - 1
+        (x,) = ctx.emit(Resize((a,), r.how.mode, extrapolation), [x, *axis_tables], node.outputs if final else None,
+                        node.name if final else f"{node.name}_axis{a}")
 
 
 def _scales_or_sizes(ctx: ImportContext, node: OnnxNode) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -420,10 +478,10 @@ def _resize_11(ctx: ImportContext, node: OnnxNode) -> None:
 @converter("Resize", attrs=_ATTRS_11 + ("antialias", "axes", "keep_aspect_ratio_policy"), since=18)
 def _resize_18(ctx: ImportContext, node: OnnxNode) -> None:
     """Opset 18: axes, keep_aspect_ratio_policy, antialias; 19: half_pixel_symmetric."""
-    if int(node.attr("antialias", 0)):
-        raise Reject("antialias=1 is not supported")
     coordinates = [c for c in Coordinates if node.opset >= 19 or c is not Coordinates.HALF_PIXEL_SYMMETRIC]
-    how = _interpolation(node, coordinates)
+    how = replace(_interpolation(node, coordinates), antialias=bool(node.attr("antialias", 0)))
+    if how.filters and how.extrapolates:
+        raise Reject("antialias=1 with tf_crop_and_resize is not supported")
     rank = len(ctx.shape(node.input(0)))
     axes = None if node.attr("axes") is None else [axis(a, rank) for a in ints(node.attr("axes"))]
     if axes is not None and len(set(axes)) != len(axes):

@@ -140,6 +140,29 @@ def test_axes_and_keep_aspect_ratio_policy(policy, mode):
                        coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=3.0), x)
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coordinates", COORDINATES[:4] + COORDINATES[6:])
+def test_antialias(mode, coordinates):
+    """Opset 18's antialiasing filters, with and without exclude_outside, downsampling (a window of up to 29 taps at
+    scale 0.15) and upsampling; one Resize node per axis. 3-D images for linear."""
+    cases = [((1, 2, 9, 13), [1, 1, 0.5, 0.3]), ((2, 1, 7, 6), [1, 1, 1.6, 0.7]), ((1, 1, 20, 5), [1, 1, 0.15, 2.0])]
+    cases += [((1, 2, 4, 5, 6), [1, 1, 0.5, 2, 0.6])] * (mode == "linear")
+    for shape, scales in cases:
+        for exclude in (0, 1):
+            m = resize_model(shape, 19, scales=scales, mode=mode, coordinate_transformation_mode=coordinates,
+                             exclude_outside=exclude, cubic_coeff_a=-0.5, antialias=1)
+            g = check(m, rand(shape, 3, -3, 3))
+            assert [type(n.op) for n in g.nodes] == [Resize] * (len(shape) - 2)
+
+
+def test_antialias_leaves_nearest_as_it_is():
+    """The specification's antialias applies to linear and cubic modes only (onnxruntime refuses it with nearest)."""
+    x = rand((1, 2, 9, 13), 4)
+    plain = resize_model(x.shape, 18, scales=[1, 1, 0.5, 0.3], mode="nearest")
+    filtered = resize_model(x.shape, 18, scales=[1, 1, 0.5, 0.3], mode="nearest", antialias=1)
+    assert_close(nw.compile(filtered)(x), ort_run(plain, {"x": x})[0])
+
+
 @pytest.mark.parametrize("shape, scales, modes", [
     ((4, 5), [2, 1.5], ["nearest", "linear", "cubic"]),  # 2-D
     ((2, 3, 9), [1, 1, 1.7], ["nearest", "linear"]),  # a 1-D image
@@ -249,8 +272,9 @@ def test_the_op_checks_its_tables():
 
 
 @pytest.mark.parametrize("build, reason", [
-    (lambda: resize_model((1, 2, 4, 4), 18, scales=[1, 1, 2, 2], mode="linear", antialias=1),
-     "antialias=1 is not supported"),
+    (lambda: resize_model((1, 2, 4, 4), 18, scales=[1, 1, 0.5, 2], roi=[0, 0, 0.1, 0.1, 1, 1, 0.9, 0.9],
+                          mode="linear", antialias=1, coordinate_transformation_mode="tf_crop_and_resize"),
+     "antialias=1 with tf_crop_and_resize is not supported"),
     (lambda: resize_model((1, 2, 4, 4), 18, scales=[1, 1, 2, 2], mode="linear",
                           coordinate_transformation_mode="half_pixel_symmetric"),
      "coordinate_transformation_mode 'half_pixel_symmetric' is not supported"),
