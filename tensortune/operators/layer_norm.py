@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -21,6 +22,54 @@ from ..schedule import create_schedule
 from ..target import Target
 from .kernel import KernelArgs, KernelDef, lanes_of, read_broadcast, schedule_reductions
 from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, only_output
+
+
+def as_float32(e: te.Expr) -> te.Expr:
+    """``e`` in float32, where statistics and normalization are computed whatever the tensor's float type."""
+    return te.cast("float32", e)
+
+
+def normalized_rows(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarray:
+    """``x`` (in float64) normalized to zero mean and unit variance over ``axes``: the numpy reference."""
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
+    return (x64 - mean) / np.sqrt(var + epsilon)
+
+
+@dataclass(frozen=True)
+class RowStatistics:
+    """The stages computing, for each row, its mean and the sum of its squared deviations from it (two passes,
+    see the module docstring), and how an element of the row is normalized with them."""
+
+    stages: tuple[te.Tensor, ...]
+    mean: te.Tensor
+    squares: te.Tensor
+    count: int
+
+    def normalized(self, value: te.Expr, row: Sequence[te.Expr], epsilon: float) -> te.Expr:
+        """``(value - mean) / sqrt(var + epsilon)`` of row ``row`` (float32)."""
+        var = self.squares[tuple(row)] * te.const(1.0 / self.count, "float32")
+        return (value - self.mean[tuple(row)]) / te.sqrt(var + te.const(epsilon, "float32"))
+
+
+def row_statistics(rows: tuple[int, ...], row: tuple[int, ...],
+                   at: Callable[[tuple, tuple], te.Expr]) -> RowStatistics:
+    """The statistics of rows indexed by ``rows`` (a shape), each of shape ``row``; ``at(o, r)``: element ``r`` of
+    row ``o``, in float32. Shared by the normalizations over rows (layer, group and instance normalization)."""
+    inv = te.const(1.0 / math.prod(row), "float32")
+    r1 = [te.reduce_axis(d, f"r{k}") for k, d in enumerate(row)]
+    r2 = [te.reduce_axis(d, f"q{k}") for k, d in enumerate(row)]
+    zero = (te.const(0, "int32"),) * len(row)
+    shifted = te.compute(rows, lambda *o: te.sum(at(o, tuple(r1)) - at(o, zero), axis=r1), "row_sum")
+    mean = te.compute(rows, lambda *o: at(o, zero) + shifted[o] * inv, "row_mean")
+
+    def squares(*o):
+        d = at(o, tuple(r2)) - mean[o]
+        return te.sum(d * d, axis=r2)
+
+    sq = te.compute(rows, squares, "row_squares")
+    return RowStatistics((shifted, mean, sq), mean, sq, math.prod(row))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +94,7 @@ class LayerNorm(Op):
         return (x,)
 
     def reference(self, x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-        axes = tuple(range(self.axis, x.ndim))
-        x64 = x.astype(np.float64)
-        mean = x64.mean(axis=axes, keepdims=True)
-        var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
-        y = (x64 - mean) / np.sqrt(var + self.epsilon) * scale
+        y = normalized_rows(x, tuple(range(self.axis, x.ndim)), self.epsilon) * scale
         return (y if bias is None else y + bias).astype(x.dtype)
 
     def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
@@ -59,40 +104,18 @@ class LayerNorm(Op):
         params = [(a.value(i, hint), g.values[i], a.layout(i)) for i, hint in zip(node.inputs[1:], ("scale", "bias"))]
         shape, dtype = xv.shape, xv.dtype
         outer, row = shape[:self.axis], shape[self.axis:]
-        stat_shape = outer or (1,)
-
-        def f32(e):
-            return e if dtype == "float32" else e.astype("float32")
-
-        def at(o, r):
-            return x[(*o[:len(outer)], *r)]
-
-        def reduce_axes(name):
-            return [te.reduce_axis(d, f"{name}{k}") for k, d in enumerate(row)]
-
-        inv = te.const(1.0 / math.prod(row), "float32")
-        r1, r2 = reduce_axes("r"), reduce_axes("q")
-        zero = [te.const(0, "int32")] * len(row)
-        shifted = te.compute(stat_shape, lambda *o: te.sum(f32(at(o, r1)) - f32(at(o, zero)), axis=r1), "row_sum")
-        mean = te.compute(stat_shape, lambda *o: f32(at(o, zero)) + shifted[o] * inv, "row_mean")
-
-        def squares(*o):
-            d = f32(at(o, r2)) - mean[o]
-            return te.sum(d * d, axis=r2)
-
-        sq = te.compute(stat_shape, squares, "row_squares")
-        eps = te.const(self.epsilon, "float32")
+        stats = row_statistics(outer or (1,), row, lambda o, r: as_float32(x[(*o[:len(outer)], *r)]))
 
         def body(*idx):
             o = idx[:len(outer)] or (te.const(0, "int32"),)
-            scale, *bias = [f32(read_broadcast(t, v, lay, idx)) for t, v, lay in params]
-            y = (f32(x[idx]) - mean[o]) / te.sqrt(sq[o] * inv + eps) * scale
+            scale, *bias = [as_float32(read_broadcast(t, v, lay, idx)) for t, v, lay in params]
+            y = stats.normalized(as_float32(x[idx]), o, self.epsilon) * scale
             y = y + bias[0] if bias else y
-            return y if dtype == "float32" else y.astype(dtype)
+            return y.astype(dtype)
 
         out = te.compute(shape, body, "out")
         s = create_schedule(out)
-        schedule_reductions(s, [shifted, mean, sq, out], lanes_of(target, dtype, node))
+        schedule_reductions(s, [*stats.stages, out], lanes_of(target, dtype, node))
         return a.done("layer_norm", node, out, s, 8 * xv.type.size)
 
 
