@@ -34,7 +34,7 @@ def model(nodes: Sequence[onnx.NodeProto], inputs: Mapping[str, Sequence[int | s
 def _ir_for_opset(opset: int) -> int:
     """The IR version that came with ``opset`` (onnxruntime rejects old opsets with much newer IR versions
     in a few cases; this keeps test models plausible)."""
-    for ir, first_opset in ((3, 1), (4, 9), (5, 10), (6, 11), (7, 12), (8, 14), (9, 19), (10, 21)):
+    for ir, first_opset in ((3, 1), (4, 9), (5, 10), (6, 11), (7, 12), (8, 14), (9, 19), (10, 21), (11, 23), (12, 24), (13, 25), (14, 28)):
         if opset >= first_opset:
             version = ir
     return version

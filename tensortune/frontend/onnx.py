@@ -2,7 +2,7 @@
 
 Each ONNX node is converted by the converter its operator's module registered for the model's opset
 (``operators.onnx_convert``); this module reads the model, its inputs and initializers, and runs them.
-Supported: opsets 7 to 21 of the default domain and IR version 3 or later. Initializers listed among the
+Supported: opsets 7 to 28 of the default domain and IR version 3 or later. Initializers listed among the
 graph inputs (older exporters) are weights, not user inputs. A dynamic input dimension needs a static
 shape from ``shapes``. Every unsupported node (operator, attribute or a non-constant input where a
 constant is needed) is collected, and one ``UnsupportedModelError`` lists them all before anything
@@ -29,7 +29,7 @@ from ..graph.op import Op, numpy_dtype
 from ..operators import onnx_convert
 from ..operators.onnx_convert import OnnxNode, Reject
 
-MIN_OPSET, MAX_OPSET = 7, 21
+MIN_OPSET, MAX_OPSET = 7, 28
 MIN_IR_VERSION = 3
 
 

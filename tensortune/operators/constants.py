@@ -86,14 +86,18 @@ def _shape(ctx: ImportContext, node: OnnxNode) -> None:
     ctx.constant(np.asarray(shape[slice(start, end)], np.int64), node.name, node.outputs[0])
 
 
-@converter("Range", since=11)
+@converter("Range", attrs=("stash_type",), since=11)
 def _range(ctx: ImportContext, node: OnnxNode) -> None:
-    """Folded at import: a run-time Range would make a tensor whose shape depends on data."""
+    """Folded at import: a run-time Range would make a tensor whose shape depends on data. ``stash_type`` (opset 27)
+    1 accumulates float16/bfloat16 ranges in float32."""
     start, limit, delta = (ctx.static(node.input(k)) for k in range(3))
     if start is None or limit is None or delta is None:
         raise Reject("a Range of run-time start, limit or delta (its length would depend on data) is not supported; "
                      "only a Range of constants, folded at compile time")
-    ctx.constant(range_values(start, limit, delta), node.name, node.outputs[0])
+    dtype = np.asarray(start).dtype
+    if int(node.attr("stash_type", 1)) == 1 and dtype.itemsize == 2 and dtype.kind != "i":
+        start, limit, delta = (np.asarray(v, np.float32) for v in (start, limit, delta))
+    ctx.constant(range_values(start, limit, delta).astype(dtype), node.name, node.outputs[0])
 
 
 def range_values(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -110,7 +114,7 @@ def range_values(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.
     return np.cumsum(steps, dtype=start.dtype)
 
 
-@converter("Cast", attrs=("to", "saturate"))
+@converter("Cast", attrs=("to", "saturate", "round_mode"))  # both only matter for float8 targets
 def _cast(ctx: ImportContext, node: OnnxNode) -> None:
     from onnx import helper
 

@@ -180,6 +180,18 @@ class HardSwish(Unary):
 
 
 @dataclass(frozen=True, slots=True)
+class Swish(Unary):
+    """``x * sigmoid(alpha * x)`` (SiLU for ``alpha = 1``)."""
+
+    name = "swish"
+    alpha: float = 1.0
+
+    def formula(self, xs, m):
+        x = xs[0]
+        return x / (m.const(1) + m.exp(-(x * m.const(self.alpha))))
+
+
+@dataclass(frozen=True, slots=True)
 class Tanh(Unary):
     name = "tanh"
 
@@ -191,6 +203,7 @@ simple("Relu", Relu)
 simple("Sigmoid", Sigmoid)
 simple("Tanh", Tanh)
 simple("HardSwish", HardSwish)
+simple("Swish", Swish, {"alpha": 1.0}, since=24)
 simple("LeakyRelu", LeakyRelu, {"alpha": 0.01})
 simple("HardSigmoid", HardSigmoid, {"alpha": 0.2, "beta": 0.5})
 

@@ -121,3 +121,39 @@ def test_graph_rejects_bad_structure():
         Graph(g.name, g.inputs, g.outputs, (type(bad)(Conv(strides=(2, 2), has_bias=True), bad.inputs, bad.outputs,
                                                        bad.name),), g.values, g.constants)
     assert not g.constants["w"].flags.writeable
+
+
+def test_newest_opset_models_compile_and_match():
+    """A model at the newest opset tensortune reads (28), made of operators whose definitions changed after opset 21
+    (Conv, pooling, Dropout 22; Cast, Pad, Reshape, Transpose 23-25; TopK 24; DepthToSpace, Einsum,
+    ReduceLogSumExp 28), interpreted and compiled, equals onnxruntime."""
+    import tensortune.network as nw
+    from tensortune.frontend.onnx import MAX_OPSET
+
+    assert MAX_OPSET == 28
+    rng = np.random.default_rng(0)
+    nodes = [node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             node("Sigmoid", ["c"], ["s"]),
+             node("MaxPool", ["s"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Dropout", ["p"], ["d", "mask"]),
+             node("DepthToSpace", ["d"], ["ds"], blocksize=2, mode="CRD"),
+             node("Pad", ["ds", "pads"], ["pd"], mode="reflect"),
+             node("Cast", ["pd"], ["cd"], to=helper.np_dtype_to_tensor_dtype(np.dtype("float64"))),
+             node("Cast", ["cd"], ["cf"], to=1, round_mode="up"),
+             node("Einsum", ["cf", "m"], ["e"], equation="nchw,wk->nchk"),
+             node("ReduceLogSumExp", ["e", "axes"], ["r"], keepdims=0),
+             node("Reshape", ["r", "shape"], ["rs"]),
+             node("Transpose", ["rs"], ["t"], perm=[1, 0]),
+             node("TopK", ["t", "k"], ["y", "idx"], axis=0)]
+    m = model(nodes, {"x": (1, 3, 8, 8)}, ["y", "idx"],
+              {"w": rand((8, 3, 3, 3), 1), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+               "m": rand((10, 5), 2), "axes": np.array([2], np.int64), "shape": np.array([2, -1], np.int64),
+               "k": np.array([3], np.int64)}, opset=28, dtypes={"idx": "int64"})
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    expected = ort_run(m, feeds)
+    got = interpret(import_onnx(m), feeds)
+    for actual, exp in zip(got.values(), expected):
+        assert_close(actual, exp)
+    compiled = nw.compile(m).run(feeds)
+    for actual, exp in zip(compiled.values(), expected):
+        assert_close(actual, exp)

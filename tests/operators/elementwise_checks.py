@@ -14,9 +14,9 @@ import tensortune.network as nw
 from onnx_models import ATOL, RTOL, model, node, ort_run
 from tensortune.dtype import DType
 from tensortune.frontend import import_onnx
+from tensortune.frontend.onnx import MAX_OPSET
 from tensortune.graph import interpret
 
-MAX_OPSET = 21
 
 
 def opsets(op_type: str, first: int = 7) -> list[int]:

@@ -21,15 +21,16 @@ from tensortune.target import Target
 DOMAINS = {"Neg": (-4, 4), "Abs": (-4, 4), "Exp": (-10, 10), "Log": (0.01, 100), "Sqrt": (0, 100),
            "Reciprocal": (-10, 10), "Erf": (-4, 4), "Sin": (-10, 10), "Cos": (-10, 10), "Floor": (-5, 5),
            "Ceil": (-5, 5), "Round": (-5, 5), "Elu": (-6, 6), "Selu": (-6, 6), "Softsign": (-20, 20),
-           "Mish": (-40, 40), "Gelu": (-6, 6)}
+           "Mish": (-40, 40), "Gelu": (-6, 6), "Swish": (-30, 30)}
 ATTRIBUTES = {
     "Elu": st.fixed_dictionaries({}, optional={"alpha": st.floats(0.1, 3)}),
     "Selu": st.fixed_dictionaries({}, optional={"alpha": st.floats(0.5, 3), "gamma": st.floats(0.5, 2)}),
     "Gelu": st.fixed_dictionaries({}, optional={"approximate": st.sampled_from(["none", "tanh"])}),
+    "Swish": st.fixed_dictionaries({}, optional={"alpha": st.floats(0.1, 3)}),
 }
 CASES = [(op, v) for op in DOMAINS for v in opsets(op)]
 #: the float types onnxruntime computes each operator in (all take float16 and float32)
-NO_FLOAT64 = {"Erf", "Elu", "Selu", "Softsign", "Gelu", "Mish"}
+NO_FLOAT64 = {"Erf", "Elu", "Selu", "Softsign", "Gelu", "Mish", "Swish"}
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8")  # signed ones first
 
 
@@ -58,7 +59,7 @@ def test_unary_in_other_float_types(dtype):
     """Every operator onnxruntime computes in ``dtype``, in one model: float16 is computed in float and rounded."""
     ops = [op for op in DOMAINS if dtype == "float16" or op not in NO_FLOAT64]
     nodes = [node(op, [f"x_{op}"], [f"y_{op}"]) for op in ops]
-    m = model(nodes, {f"x_{op}": (3, 17) for op in ops}, [f"y_{op}" for op in ops], opset=20,
+    m = model(nodes, {f"x_{op}": (3, 17) for op in ops}, [f"y_{op}" for op in ops], opset=24,
               dtypes={n: dtype for op in ops for n in (f"x_{op}", f"y_{op}")})
     check(m, {f"x_{op}": inputs(op, (3, 17), k, dtype) for k, op in enumerate(ops)})
 
