@@ -95,7 +95,8 @@ def _network_options(p: argparse.ArgumentParser, target_example: str = "") -> No
     """The options every command on an ONNX model shares: --target, --shape and --json."""
     p.add_argument("--target", help=f"target string (default: this machine){',' if target_example else ''}{target_example}")
     p.add_argument("--shape", nargs="+", metavar="NAME=DIMS",
-                   help="static shape of an input, e.g. input=1,3,224,224 (needed for dynamic dimensions)")
+                   help="static shape of an input, e.g. input=1,3,224,224, or the size of a symbolic dimension, e.g. "
+                        "batch=1 sequence=128 (needed for dynamic dimensions)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

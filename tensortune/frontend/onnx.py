@@ -136,13 +136,19 @@ class _Importer:
             raise ModelError(f"the imported graph is malformed: {e}") from None
 
     def _inputs(self, inputs) -> None:
-        names = [i.name for i in inputs]
-        unknown = set(self.shapes) - set(names)
-        if unknown:
-            raise InputShapeError(f"--shape names {sorted(unknown)}, which is not an input of the model; its inputs "
-                                  f"are {', '.join(names) or 'none'}")
+        """Bind each input to its static shape: declared, given by input name, or with its symbolic dimensions
+        (``batch``, ``sequence``) given by name. One ``InputShapeError`` names every dimension still unknown."""
         from onnx import helper
 
+        names = [i.name for i in inputs]
+        symbols = {d.dim_param for i in inputs for d in i.type.tensor_type.shape.dim if d.dim_param not in ("", "?")}
+        unknown = set(self.shapes) - set(names) - symbols
+        if unknown:
+            raise InputShapeError(f"--shape names {sorted(unknown)}, which is neither an input of the model nor one "
+                                  f"of its symbolic dimensions; its inputs are {', '.join(names) or 'none'}"
+                                  + (f", its symbolic dimensions {', '.join(sorted(symbols))}" if symbols else ""))
+        sizes = {k: _symbol_size(k, v) for k, v in self.shapes.items() if k in symbols and k not in names}
+        missing: list[tuple[str, str]] = []  # (input, what is unknown)
         for inp in inputs:
             t = inp.type.tensor_type
             if not inp.type.HasField("tensor_type"):
@@ -152,7 +158,8 @@ class _Importer:
                 given_type = helper.tensor_dtype_to_string(t.elem_type) if t.elem_type else "no element type"
                 raise UnsupportedModelError([Unsupported("input", inp.name, self.opset, (
                     f"inputs must be tensors of {', '.join(d.value for d in DType)}, not {given_type}"))])
-            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim]
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else sizes.get(d.dim_param)
+                    for d in t.shape.dim]
             if inp.name in self.shapes:
                 given = tuple(int(d) for d in self.shapes[inp.name])
                 if t.HasField("shape") and (len(given) != len(dims) or any(
@@ -163,15 +170,19 @@ class _Importer:
                     raise InputShapeError(f"the shape given for input '{inp.name}' needs positive dimensions, got "
                                           f"{list(given)}")
                 shape = given
-            elif not t.HasField("shape") or any(d is None for d in dims):
-                example = ",".join(str(d or 1) for d in dims) if t.HasField("shape") else "1,3,224,224"
-                raise InputShapeError(f"input '{inp.name}' has a dynamic shape {_dims_str(t.shape.dim)}; give a static "
-                                      f"one, e.g. --shape {inp.name}={example} (shapes={{'{inp.name}': "
-                                      f"({example.replace(',', ', ')})}} in Python)")
+            elif not t.HasField("shape"):
+                missing.append((inp.name, "its whole shape (the model declares none)"))
+                continue
+            elif any(d is None for d in dims):
+                missing += [(inp.name, f"dim {k} '{d.dim_param or '?'}'") for k, (d, v) in
+                            enumerate(zip(t.shape.dim, dims)) if v is None]
+                continue
             else:
                 shape = tuple(dims)
             self.b.inputs.append(inp.name)
             self.b.values[inp.name] = Value(inp.name, TensorType(shape, dtype.value))
+        if missing:
+            raise InputShapeError(_missing_sizes(missing, inputs))
 
     def _decode(self, proto_node, index: int) -> OnnxNode:
         from onnx import helper
@@ -260,6 +271,30 @@ def _input_dtype(elem_type: int) -> DType | None:
         return DType.of(helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, TypeError, ValueError, DTypeError):
         return None
+
+
+def _symbol_size(name: str, value) -> int:
+    size = [int(v) for v in np.asarray(value).reshape(-1)]
+    if len(size) != 1 or size[0] < 1:
+        raise InputShapeError(f"symbolic dimension '{name}' needs one positive size, got {list(size)}")
+    return size[0]
+
+
+def _missing_sizes(missing: list[tuple[str, str]], inputs) -> str:
+    """The message naming every unknown input dimension, with the ``--shape`` items that would give them: one per
+    symbolic dimension, one per input whose unknown dimensions have no name."""
+    lines = "; ".join(f"input '{name}' {what}" for name, what in missing)
+    symbols = sorted({what.split("'")[1] for _, what in missing if "'" in what} - {"?"})
+    unnamed = {name for name, what in missing if "'?'" in what or "whole" in what}
+    items: list[tuple[str, int | tuple[int, ...]]] = [(s, 1) for s in symbols]
+    for inp in inputs:
+        if inp.name in unnamed:
+            dims = inp.type.tensor_type.shape.dim
+            items.append((inp.name, tuple(d.dim_value or 1 for d in dims) if dims else (1, 3, 224, 224)))
+    cli = "--shape " + " ".join(f"{k}={v if isinstance(v, int) else ','.join(map(str, v))}" for k, v in items)
+    python = ", ".join(f"'{k}': {v}" for k, v in items)
+    return (f"the model's inputs have dynamic dimensions with no size given: {lines}. Give them static sizes, e.g. "
+            f"{cli} (shapes={{{python}}} in Python)")
 
 
 def _dims_str(dims) -> str:

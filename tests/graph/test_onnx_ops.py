@@ -68,14 +68,35 @@ def test_conv3d_is_unsupported():
 
 def test_dynamic_batch_needs_a_shape():
     m = model([node("Relu", ["x"], ["y"])], {"x": ("N", 3, 4, 4)}, ["y"])
-    with pytest.raises(InputShapeError, match=r"input 'x' has a dynamic shape \[N, 3, 4, 4\].*--shape x=1,3,4,4"):
+    with pytest.raises(InputShapeError, match=r"input 'x' dim 0 'N'\. .*--shape N=1"):
         import_onnx(m)
     g = import_onnx(m, shapes={"x": (2, 3, 4, 4)})
     assert g.values["y"].shape == (2, 3, 4, 4)
     with pytest.raises(InputShapeError, match="does not match"):
         import_onnx(m, shapes={"x": (2, 5, 4, 4)})
-    with pytest.raises(InputShapeError, match="not an input"):
+    with pytest.raises(InputShapeError, match="neither an input of the model nor one of its symbolic dimensions"):
         import_onnx(m, shapes={"data": (2, 3, 4, 4)})
+
+
+def test_one_error_names_every_unknown_dimension_and_sizes_by_name_fill_them():
+    """Token ids and a mask share ``batch`` and ``sequence``; a third input has an unnamed dimension: one error
+    names all five unknown dimensions; sizes given per symbolic dimension (``--shape batch=2 sequence=5``) bind
+    every input that uses them."""
+    m = model([node("Cast", ["ids"], ["f"], to=1), node("Add", ["f", "mask"], ["y"]), node("Relu", ["q"], ["r"])],
+              {"ids": ("batch", "sequence"), "mask": ("batch", "sequence"), "q": ("?", 3)}, ["y", "r"],
+              dtypes={"ids": "int64"})
+    with pytest.raises(InputShapeError) as info:
+        import_onnx(m)
+    msg = str(info.value)
+    for part in ("input 'ids' dim 0 'batch'", "input 'ids' dim 1 'sequence'", "input 'mask' dim 0 'batch'",
+                 "input 'mask' dim 1 'sequence'", "input 'q' dim 0 '?'", "--shape batch=1 sequence=1 q=1,3"):
+        assert part in msg, msg
+    g = import_onnx(m, shapes={"batch": 2, "sequence": (5,), "q": (7, 3)})
+    assert g.values["ids"].shape == g.values["mask"].shape == (2, 5) and g.values["r"].shape == (7, 3)
+    with pytest.raises(InputShapeError, match="input 'q' dim 0"):
+        import_onnx(m, shapes={"batch": 2, "sequence": 5})
+    with pytest.raises(InputShapeError, match="'batch' needs one positive size"):
+        import_onnx(m, shapes={"batch": (2, 3), "sequence": 5, "q": (7, 3)})
 
 
 def test_not_onnx_and_truncated(tmp_path):
