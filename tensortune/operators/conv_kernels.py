@@ -6,15 +6,18 @@ config of ``conv2d_nchwc_packed`` applies to the fused kernel (``conv_tasks.tune
 the Winograd kernel of a 3x3, stride-1 convolution, its epilogue in the output transform, which configs of
 ``conv2d_winograd_nchwc_packed`` schedule; with no tuned config, ``default_winograd_tile`` picks it (or not) by a
 rule (``ops.winograd.default_tile_size``). A dense layer is the 1x1 convolution of ``M`` 1x1 images of ``K``
-channels (``[M, K]`` data lies in memory as such images). Convolutions whose groups do not hold whole channel
-blocks run a plain loop nest (``generic_conv_kernel``).
+channels (``[M, K]`` data lies in memory as such images). Grouped convolutions whose groups are narrower than a
+channel block (ResNeXt's and RegNet's groups of 4 to 16 channels) run as convolutions of fewer, wider groups whose
+weights are block-diagonal (``merged_groups``): a few times the multiply-adds, all in whole vectors, where a loop
+nest per channel would run scalar. Those that cannot (at most ``MAX_MERGE`` groups merged) run a plain loop nest
+(``generic_conv_kernel``).
 
 The nodes are ``conv.Conv`` and ``matmul.Dense`` (told apart by ``op.dense``); their inputs are the data, the
 weight, the bias when ``op.has_bias``, then the operands of the epilogue's binary steps.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -97,6 +100,40 @@ class ConvShape:
         return self.groups == self.C == self.O and self.C > 1
 
 
+#: the most groups ``merged_groups`` makes one (the work grows by as much)
+MAX_MERGE = 16
+
+
+def merged_groups(sh: ConvShape, icb: int, ocb: int) -> int | None:
+    """The groups a convolution runs as: its own where they hold whole channel blocks, else the most groups, each
+    ``m <= MAX_MERGE`` neighbours merged, that do; None when none do."""
+    m = group_merge(sh.groups, ((sh.C, icb), (sh.O, ocb)))
+    return None if m is None else sh.groups // m
+
+
+def group_merge(groups: int, channels_and_blocks) -> int | None:
+    """The fewest neighbouring groups (``m <= MAX_MERGE``, dividing ``groups``) that, merged, hold whole blocks of
+    each ``(channels, block)``; None when there are none."""
+    for m in range(1, min(MAX_MERGE, groups) + 1):
+        if groups % m == 0 and all(c // (groups // m) % b == 0 for c, b in channels_and_blocks):
+            return m
+    return None
+
+
+def merge_group_weights(w: np.ndarray, groups: int, merged: int) -> np.ndarray:
+    """``[O, C/groups, KH, KW]`` weights as those of ``merged`` groups: each output channel's weights at its own
+    group's place among the merged group's input channels, zeros elsewhere."""
+    if merged == groups:
+        return w
+    o, cg = w.shape[:2]
+    m = groups // merged
+    out = np.zeros((o, cg * m, *w.shape[2:]), w.dtype)
+    for oc in range(o):
+        j = oc // (o // groups) % m
+        out[oc, j * cg:(j + 1) * cg] = w[oc]
+    return out
+
+
 def pack_conv_weight(w: np.ndarray, groups: int, icb: int, ocb: int) -> np.ndarray:
     """OIHW weights -> ``[O/ocb, C/groups/icb, KH, KW, icb, ocb]``."""
     o, cg, kh, kw = w.shape
@@ -111,7 +148,7 @@ def pack_depthwise_weight(w: np.ndarray, cb: int) -> np.ndarray:
 
 def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Callable[[Tensor], list[Tensor]],
                  inputs: Callable[[], tuple[Tensor, Tensor, list[Tensor]]], ow_tile: int = 1,
-                 plain_data: bool = False) -> Operator:
+                 plain_data: bool = False, flops: int | None = None) -> Operator:
     """Convolution of NCHW[icb]c data by packed weights into NCHW[ocb]c, with its epilogue stages.
 
     The groups must hold whole channel blocks; the output block ``oc`` reads the input blocks of its group.
@@ -144,8 +181,8 @@ def blocked_conv(shape: ConvShape, icb: int, ocb: int, dtype: str, epilogue: Cal
     out = stages[-1] if stages else base
     between = ([base] if base is not acc and stages else []) + stages[:-1]
     parts = {Part.ACCUMULATOR: acc} | ({} if dp is data else {Part.PADDED_INPUT: dp})
-    return Operator("conv2d", (data, wp, *extra), out, sh.flops, _no_reference, default_blocked_schedule, parts=parts,
-                    epilogue=tuple(between))
+    return Operator("conv2d", (data, wp, *extra), out, flops or sh.flops, _no_reference, default_blocked_schedule,
+                    parts=parts, epilogue=tuple(between))
 
 
 def depthwise_conv(shape: ConvShape, cb: int, epilogue: Callable[[Tensor], list[Tensor]],
@@ -190,7 +227,7 @@ def is_blocked_conv(g: Graph, node: Node, lanes: int) -> bool:
         return False
     if sh.depthwise:
         return icb == ocb
-    return (sh.C // sh.groups) % icb == 0 and (sh.O // sh.groups) % ocb == 0
+    return merged_groups(sh, icb, ocb) is not None
 
 
 def fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[int, ...] | None,
@@ -237,11 +274,16 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int 
     sh = ConvShape.of(g, node)
     icb, ocb = dense_blocks if dense_blocks and node.op.dense else conv_blocks(g, node, lanes)
     sh = sh.one_row() if one_row else sh
+    flops = sh.flops
+    if not sh.depthwise:
+        groups = merged_groups(sh, icb, ocb)
+        assert groups is not None, f"{node.name}: no groups of whole channel blocks"
+        sh, own = replace(sh, groups=groups), sh.groups
 
     def pack(w):
         if sh.depthwise:
             return pack_depthwise_weight(w, ocb)
-        return pack_conv_weight(w, sh.groups, icb, ocb)
+        return pack_conv_weight(merge_group_weights(w, own, sh.groups), sh.groups, icb, ocb)
 
     # the data as blocked images of the kernel's shape: a dense layer's [M, K] as 1x1 images, a one-row view's
     view = (sh.N, sh.C // icb, sh.H, sh.W, icb) if one_row or node.op.dense else None
@@ -249,7 +291,8 @@ def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int 
     inputs, epilogue = fused_io(g, node, a, ocb, view, pack, one_row, source)
     if sh.depthwise:
         return depthwise_conv(sh, ocb, epilogue, inputs)
-    return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile, source is not None)
+    return blocked_conv(sh, icb, ocb, g.values[node.outputs[0]].dtype, epilogue, inputs, ow_tile, source is not None,
+                        flops)
 
 
 def plain_source(g: Graph, node: Node) -> str | None:

@@ -18,6 +18,7 @@ from ..errors import DTypeError
 from ..graph.ir import PLAIN, Graph, GraphBuilder, Layout, Node
 from ..graph.op import LayoutRule
 from ..operators import Relayout
+from ..operators.conv_kernels import group_merge
 from ..ops import default_block
 from ..target import Target
 
@@ -32,9 +33,10 @@ def channel_block(channels: int, lanes: int) -> int:
 
 
 def whole_groups(conv, channels: int, block: int) -> bool:
-    """Whether each group of a convolution's ``channels`` holds whole blocks of ``block`` (a grouped convolution runs
-    blocked only then; a depthwise one is blocked across its groups)."""
-    return conv.groups == 1 or (channels // conv.groups) % block == 0
+    """Whether a convolution's ``channels`` in groups, or in a few groups merged (``operators.conv_kernels.
+    group_merge``), are whole blocks of ``block`` (a grouped convolution runs blocked only then; a depthwise one is
+    blocked across its groups)."""
+    return conv.groups == 1 or group_merge(conv.groups, ((channels, block),)) is not None
 
 
 def _blocked(shape: tuple[int, ...], lanes: int) -> Layout:

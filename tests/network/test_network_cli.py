@@ -55,9 +55,11 @@ def test_compile_run_and_tasks(files, capsys):
 def test_dynamic_shape_from_the_command_line(files, capsys):
     d, _, _ = files
     code, _, err = _run(capsys, "compile", d / "dyn.onnx", "-o", d / "dyn.tt")
-    assert code == 2 and "--shape x=1,3,4,4" in err and err.count("\n") == 1
+    assert code == 2 and "--shape N=1" in err and err.count("\n") == 1
     code, out, _ = _run(capsys, "compile", d / "dyn.onnx", "-o", d / "dyn.tt", "--shape", "x=2,3,4,4", "--json")
     assert code == 0 and json.loads(out)["inputs"][0]["shape"] == [2, 3, 4, 4]
+    code, out, _ = _run(capsys, "compile", d / "dyn.onnx", "-o", d / "dyn3.tt", "--shape", "N=3", "--json")
+    assert code == 0 and json.loads(out)["inputs"][0]["shape"] == [3, 3, 4, 4]
 
 
 @pytest.mark.parametrize("what", ["not_onnx", "truncated", "unsupported", "bad_shape_arg", "wrong_shape", "wrong_dtype",

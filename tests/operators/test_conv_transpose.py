@@ -51,7 +51,7 @@ def geometries(draw, rank):
         pads = [draw(st.integers(0, k - 1)) for k in kernel for _ in range(2)]
         attrs["pads"] = pads[0::2] + pads[1::2]
         attrs["output_padding"] = [draw(st.integers(0, s - 1)) for s in strides]  # onnxruntime: below the stride
-        if any(f - pads[a] - pads[a + 1] + op < 1 for a, (f, op) in enumerate(zip(full, attrs["output_padding"]))):
+        if any(f - pads[2 * a] - pads[2 * a + 1] + op < 1 for a, (f, op) in enumerate(zip(full, attrs["output_padding"]))):
             attrs["pads"] = [0] * (2 * rank)
     elif how == "output_shape":
         # onnxruntime takes up to stride - 1 outputs beyond the natural extent

@@ -50,8 +50,13 @@ def test_group_and_instance_norm_equal_onnxruntime(data, rank, kind, offset, eps
     expected = ort_run(m, {"x": x})[0]
     g = import_onnx(m)
     assert [type(n.op) for n in g.nodes] == [GroupNorm]
-    assert_close(interpret(g, {"x": x})["y"], expected)
-    assert_close(nw.compile(m)(x), expected)
+    # onnxruntime's one-pass statistics lose digits on short rows away from zero (a row of one element, offset 5,
+    # is off by 1e-4): the float64 reference is the tight oracle, onnxruntime agrees within 1e-3
+    (norm,) = g.nodes
+    exact = norm.op.reference(x.astype(np.float64), *(g.constants[i].astype(np.float64) for i in norm.inputs[1:]))
+    for got in (interpret(g, {"x": x})["y"], nw.compile(m)(x)):
+        assert_close(got, exact.astype(np.float32))
+        np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
 
 
 def test_rows_far_from_zero_mean_keep_their_precision():

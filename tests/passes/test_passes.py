@@ -194,9 +194,10 @@ def test_blocked_layout_needs_divisible_channels():
         Value("v", TensorType((1, 12, 4, 4)), Layout(8))
 
 
-def test_a_grouped_convolution_reads_a_block_its_groups_hold_whole(monkeypatch):
-    """Groups of 8 channels cannot run in 16-channel blocks: a grouped convolution reading a 16-channel output gets
-    it relayouted to the default block (and ``choose_blocks`` never offers it 16-channel blocks); results unchanged."""
+def test_a_grouped_convolution_reads_blocks_its_merged_groups_hold_whole(monkeypatch):
+    """Groups of 8 channels run in 16-channel blocks as groups of two merged (``conv_kernels.merged_groups``): a
+    grouped convolution reads a 16-channel output as it is, and ``choose_blocks`` may give it 16-channel blocks;
+    results unchanged."""
     from tensortune.network import layouts
 
     b = GraphBuilder("g")
@@ -210,11 +211,12 @@ def test_a_grouped_convolution_reads_a_block_its_groups_hold_whole(monkeypatch):
     out = plan_layout(g, AVX2, {"c1": 2 * LANES})
     seen = {n.name: (str(out.values[n.inputs[0]].layout), str(out.values[n.outputs[0]].layout)) for n in out.nodes}
     assert seen["c1"][1] == f"NCHW{2 * LANES}c"
-    assert seen["c2"] == (f"NCHW{LANES}c", f"NCHW{LANES}c")  # through a relayout of c1's output
-    assert seen["c3"][0] == f"NCHW{LANES}c"
-    assert sum(isinstance(n.op, Relayout) for n in out.nodes) == 3  # x blocked, c1 to one vector, the output plain
+    assert seen["c2"][0] == f"NCHW{2 * LANES}c"  # c1's output as it is
+    assert sum(isinstance(n.op, Relayout) for n in out.nodes) == 2  # x blocked, the output plain
     _same(g, out, {"x": rand((1, 3, 8, 8), 1)})
 
-    # a log whose grouped layer would be 10x faster writing 16-channel blocks: not a plan its groups can run
-    monkeypatch.setattr(layouts, "layer_times", lambda *args: {"c2": {(LANES, 2 * LANES): 1e-3, (LANES, LANES): 1e-2}})
-    assert "c2" not in layouts.choose_blocks(g, AVX2, [])
+    # a log whose grouped layer would be 10x faster writing 16-channel blocks: a block its merged groups can run
+    wide = 2 * LANES
+    times = {(LANES, wide): 1e-3, (LANES, LANES): 1e-2, (wide, LANES): 1e-2, (wide, wide): 1e-2}
+    monkeypatch.setattr(layouts, "layer_times", lambda *args: {"c2": times})
+    assert layouts.choose_blocks(g, AVX2, []) == {"c2": wide}
