@@ -138,15 +138,17 @@ class RichProgress(ProgressDisplay):
 
     def __init__(self, name: str, total: int, initial: int = 0, stream: TextIO | None = None):
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
         self.console = Console(file=stream) if stream is not None else Console(stderr=True)
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[gflops]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[gflops]}", markup=False), TimeElapsedColumn(), TimeRemainingColumn(),
                                  console=self.console)
         self.progress.start()
-        self.task_id = self.progress.add_task(name, total=total, completed=initial, gflops="")
+        # a name is text, not markup: "[emulated: ...]" is shown, not read as a style
+        self.task_id = self.progress.add_task(escape(name), total=total, completed=initial, gflops="")
         self.closed = False
 
     def update(self, done: int, current_gflops: float, best_gflops: float, note: str = "",

@@ -12,13 +12,14 @@ tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..graph.errors import GraphError
 from ..graph.ir import TensorType
 from ..graph.op import LayoutRule, Pattern
+from .elementwise import Elementwise, Unary
 from .map_op import MapOp, Operand
 
 
@@ -98,3 +99,41 @@ class Fused(MapOp):
 
         return "Fused[" + "; ".join(f"s{k} = {op}({', '.join(map(arg, args))})"
                                     for k, (op, args) in enumerate(self.steps)) + "]"
+
+
+@dataclass(frozen=True, slots=True)
+class ElementwiseChain(Unary):
+    """A chain of elementwise steps over one tensor and scalar constants, as one unary operator: how a ``Fused``
+    node such as SiLU (``x * sigmoid(x)``, reading its input twice) joins a convolution's epilogue. ``steps`` index
+    as ``Fused``'s: argument 0 is the tensor, ``1..`` the ``scalars``, negative ones earlier steps."""
+
+    steps: tuple[tuple[Elementwise, tuple[int, ...]], ...]
+    scalars: tuple[float, ...] = ()
+
+    @property
+    def name(self) -> str:  # the kernel's kind
+        return "_".join(op.name for op, _ in self.steps)
+
+    def formula(self, xs, m):
+        values = [xs[0], *(m.const(s) for s in self.scalars)]
+        results: list = []
+        for op, args in self.steps:
+            results.append(op.formula([values[a] if a >= 0 else results[-1 - a] for a in args], m))
+        return results[-1]
+
+    def __str__(self) -> str:
+        scalars = "".join(f"; x{k + 1} = {v:g}" for k, v in enumerate(self.scalars))
+        return str(Fused(self.steps, 1 + len(self.scalars))).replace("Fused[", "Chain[", 1)[:-1] + scalars + "]"
+
+    @staticmethod
+    def of(fused: Fused, inputs: Sequence[str], running: str, scalars: Mapping[str, float]) -> "ElementwiseChain | None":
+        """``fused`` (a node reading ``inputs``) as a chain over the value ``running``, its other inputs all among
+        ``scalars``; None when a step is not elementwise or an input is neither."""
+        if not all(isinstance(op, Elementwise) and op.pattern <= Pattern.BROADCAST for op, _ in fused.steps):
+            return None
+        if inputs.count(running) != 1 or any(i != running and i not in scalars for i in inputs):
+            return None
+        others = [i for i in inputs if i != running]
+        where = {k: 0 if name == running else 1 + others.index(name) for k, name in enumerate(inputs)}
+        steps = tuple((op, tuple(where[a] if a >= 0 else a for a in args)) for op, args in fused.steps)
+        return ElementwiseChain(steps, tuple(float(scalars[i]) for i in others))

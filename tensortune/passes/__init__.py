@@ -35,6 +35,7 @@ def graph_passes(target: Target, blocks: Blocks | None = None) -> tuple[tuple[st
         ("fold_constants_again", fold_constants),
         ("fuse_epilogues", fuse_epilogues),
         ("fuse_injective", fuse_injective),
+        ("fuse_epilogues_again", fuse_epilogues),  # chains fuse_injective made (SiLU) join their producer
         ("plan_layout", partial(plan_layout, target=target, blocks=blocks)),
         ("fuse_producers", partial(fuse_producers, target=target)),
         ("eliminate_dead_nodes_again", eliminate_dead_nodes),

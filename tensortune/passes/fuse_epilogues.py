@@ -10,6 +10,10 @@ value it reads is used by it alone (and is not a graph output) and its result ha
 epilogue of a convolution or dense layer is still empty, a per-channel constant ``Add``/``Sub`` is folded into its
 bias and a per-channel constant ``Mul``/``Div`` into its weights and bias. The fused node takes the place of the
 last node it absorbs, so every operand it reads (a residual computed after the convolution) is defined before it.
+
+A value read twice by one formula (SiLU, ``x * sigmoid(x)``: a ``Sigmoid`` and a ``Mul`` read the convolution) has
+two readers here; ``fuse_injective`` makes them one ``Fused`` node, and the pass runs again after it: a fused chain
+of elementwise steps over the value and scalar constants joins as one step (``operators.fused.ElementwiseChain``).
 """
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ import numpy as np
 
 from ..graph.ir import Graph, GraphBuilder, Node
 from ..graph.op import Pattern
-from ..operators import Add, Binary, ConvLike, Div, Elementwise, EpilogueStep, Mul, Sub, Unary, WithEpilogue
+from ..operators import Add, Binary, ConvLike, Div, Elementwise, EpilogueStep, Fused, Mul, Sub, Unary, WithEpilogue
+from ..operators.fused import ElementwiseChain
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,10 @@ def _join(g: Graph, p: _Pending, node: Node) -> tuple[EpilogueStep, str | None] 
     out = g.values[node.outputs[0]]
     if out.shape != g.values[v].shape or out.dtype != g.values[v].dtype:
         return None
+    if isinstance(node.op, Fused):  # a chain over the value and scalars, made by fuse_injective
+        scalars = {i: g.constants[i].reshape(-1)[0] for i in node.inputs if g.is_constant(i) and g.constants[i].size == 1}
+        chain = ElementwiseChain.of(node.op, node.inputs, v, scalars)
+        return None if chain is None else (EpilogueStep(chain), None)
     if not isinstance(node.op, Elementwise) or node.op.pattern > Pattern.BROADCAST:
         return None
     if isinstance(node.op, Unary):

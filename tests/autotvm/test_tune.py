@@ -286,8 +286,9 @@ def test_the_backend_falls_back_to_plain_lines_without_rich_or_tqdm(monkeypatch)
 def test_optional_progress_backends_run_when_installed(backend, module):
     pytest.importorskip(module)
     out = io.StringIO()
-    with progress_display("matmul(64, 64, 64)", 10, initial=2, backend=backend, stream=out) as p:
-        p.update(6, 1.5, 2.5)
+    with progress_display("matmul(64, 64, 64) [emulated]", 10, initial=2, backend=backend, stream=out) as p:
+        p.update(6, 1.5, 2.5, note="[2 failed]")
         p.update(10, 1.0, 2.5)
         p.close("finished")
     assert "finished" in out.getvalue()
+    assert "[emulated]" in out.getvalue()  # text, not rich markup

@@ -37,8 +37,13 @@ def test_layer_norm_equals_onnxruntime(shape, data, bias, offset, epsilon):
     expected = ort_run(m, {"x": x})[0]
     g = import_onnx(m)
     assert [type(n.op) for n in g.nodes] == [LayerNorm]
-    assert_close(interpret(g, {"x": x})["y"], expected)
-    assert_close(nw.compile(m)(x), expected)
+    # the float64 reference is the tight oracle; onnxruntime loses digits on short rows far from zero (a row of
+    # two elements at offset 9 is off by 2e-4) and agrees within 1e-3
+    (norm,) = g.nodes
+    exact = norm.op.reference(x.astype(np.float64), *(g.constants[i].astype(np.float64) for i in norm.inputs[1:]))
+    for got in (interpret(g, {"x": x})["y"], nw.compile(m)(x)):
+        assert_close(got, exact.astype(np.float32))
+        np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
 
 
 def test_a_scale_that_broadcasts_over_the_row():

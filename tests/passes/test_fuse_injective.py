@@ -78,9 +78,11 @@ def test_a_value_read_twice_a_graph_output_or_a_smaller_broadcast_one_stays_apar
 
 
 def test_a_fused_node_prints_its_steps_and_keeps_the_blocked_layout():
+    # c is read by the chain and by a residual Add: the chain stays a node of its own (not c's epilogue)
     m = model([node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 1]), node("Relu", ["c"], ["r"]),
-               node("Sigmoid", ["c"], ["s"]), node("Mul", ["r", "s"], ["y"]), node("Conv", ["y", "w"], ["z"],
-                                                                              kernel_shape=[1, 1])],
+               node("Sigmoid", ["c"], ["s"]), node("Mul", ["r", "s"], ["y"]), node("Conv", ["y", "w"], ["z0"],
+                                                                              kernel_shape=[1, 1]),
+               node("Add", ["z0", "c"], ["z"])],
               {"x": (1, 16, 5, 5)}, ["z"], {"w": rand((16, 16, 1, 1), 3)})
     target = Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")
     g = optimized_graph(m, target)

@@ -73,14 +73,30 @@ def test_a_pooling_and_the_chain_after_it_are_one_kernel_equal_to_onnxruntime(ca
     assert_close(nw.compile(m).run(feeds)[m.graph.output[0].name], expected)
 
 
-def test_a_pooling_read_twice_keeps_its_readers_apart():
+def test_a_pooling_read_twice_by_one_chain_takes_the_chain():
+    """``relu(p) + sigmoid(p)``: two readers of the pooling, one fused chain (``fuse_injective``), then its epilogue
+    as one step; a pooling also read by a graph output keeps its readers apart."""
     m = model([node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2]), node("Relu", ["p"], ["a"]),
                node("Sigmoid", ["p"], ["b"]), node("Add", ["a", "b"], ["y"])], {"x": (1, 8, 6, 6)}, ["y"])
     g = optimized_graph(m, HOST)
     (pool,) = [n for n in g.nodes if isinstance(n.op, Pool)]
-    assert pool.op.epilogue == ()
+    assert [str(s) for s in pool.op.epilogue] == ["Chain[s0 = Relu(x0); s1 = Sigmoid(x0); s2 = Add(s0, s1)]"]
+    assert len(g.nodes) == 1
     x = rand((1, 8, 6, 6), 3)
     assert_close(nw.compile(m)(x), ort_run(m, {"x": x})[0])
+    m.graph.output.append(_output("p"))
+    g = optimized_graph(m, HOST)
+    (pool,) = [n for n in g.nodes if isinstance(n.op, Pool)]
+    assert pool.op.epilogue == ()
+    got = nw.compile(m).run({"x": x})
+    for name, want in zip(("y", "p"), ort_run(m, {"x": x})):
+        assert_close(got[name], want, name)
+
+
+def _output(name: str):
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
 
 
 def test_a_blocked_pooling_with_its_epilogue_equals_the_reference_on_neon():

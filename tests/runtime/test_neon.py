@@ -226,7 +226,7 @@ def test_tune_cli_on_neon_records_emulated_results(tmp_path, capsys):
     assert cli.main(argv) == 0
     out, err = capsys.readouterr()
     assert "note      kernels ran under an emulator" in out and "timings mean nothing" in out
-    assert "[emulated: timings mean nothing]" in err  # the progress display
+    assert "[emulated: timings mean" in err  # the progress display (rich cuts lines at 80 columns)
     records = load_records(log)
     assert len(records) == 4 and all(r.emulated and r.ok and r.target == NEON_TEXT for r in records)
     assert all(json.loads(line)["emulated"] is True for line in log.read_text().splitlines())
