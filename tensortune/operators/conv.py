@@ -1,11 +1,13 @@
-"""2-D convolution: the ``Conv`` operator (with its fused bias and epilogue), its ONNX converter, numpy reference,
-kernels (``conv_kernels``) and tuning tasks (``conv_tasks``).
+"""Convolutions: the 2-D ``Conv`` operator (with its fused bias and epilogue; 1-D ones run as 2-D ones of one row),
+its kernels (``conv_kernels``) and tuning tasks (``conv_tasks``); the 3-D ``Conv3d`` and its default kernel
+(``conv3d_kernels``); their ONNX converter and numpy reference.
 
 ``ConvLike`` is what a convolution and a dense layer (``matmul.Dense``, a 1x1 convolution of 1x1 images) share: a
 constant weight, an optional bias, an epilogue, the blocked kernels and the templates that tune them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -15,6 +17,7 @@ from ..graph.errors import GraphError
 from ..graph.ir import Graph, Node, TensorType
 from ..graph.op import LayoutRule, check_count, check_float, check_ints, check_rank
 from ..target import Target
+from .conv3d_kernels import conv3d_kernel
 from .conv_kernels import ConvShape, conv_kernel
 from .conv_tasks import node_blocks, node_tasks, tuned_conv, untuned_key, workload_kind
 from .elementwise import EpilogueStep, WithEpilogue, apply_epilogue, check_epilogue
@@ -90,41 +93,104 @@ class Conv(ConvLike):
         check_ints(self, "groups", (self.groups,), 1)
 
     def infer(self, inputs):
-        x, w = self.data_and_weight(inputs, 4)
-        check_float(self, x, "the data")
-        n, c, h, wd = x.shape
-        o, cg, kh, kw = w.shape
-        if c % self.groups or o % self.groups or cg * self.groups != c:
-            raise GraphError(f"Conv: {c} input channels in {self.groups} group(s) need weights [O, {c // self.groups}, "
-                             f"KH, KW] with O divisible by the groups, got {w.shape}")
-        if self.has_bias and inputs[2].shape != (o,):
-            raise GraphError(f"Conv: the bias must have shape ({o},), got {inputs[2].shape}")
-        oh = conv_out(h, kh, self.strides[0], self.pads[0], self.pads[2], self.dilations[0], self)
-        ow = conv_out(wd, kw, self.strides[1], self.pads[1], self.pads[3], self.dilations[1], self)
-        return self.output(TensorType((n, o, oh, ow), x.dtype), inputs)
+        return conv_type(self, inputs)
 
     def is_depthwise(self, channels: int, out_channels: int) -> bool:
         return self.groups == channels == out_channels and channels > 1
 
     def reference(self, x: np.ndarray, w: np.ndarray, *rest: np.ndarray) -> np.ndarray:
-        y = conv2d(self, x, w)
-        if self.has_bias:
-            y = y + rest[0][None, :, None, None]
-        return apply_epilogue(self.epilogue, y, rest[self.num_base_inputs - 2:])
+        return conv_reference(self, x, w, rest)
 
 
-def conv2d(op: Conv, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True, slots=True)
+class Conv3d(ConvLike):
+    """3-D convolution of NCDHW data by OIDHW weights (``[O, C/groups, KD, KH, KW]``), with an optional bias and a
+    fused elementwise ``epilogue``; inputs as ``Conv``'s. Plain layouts; no template tunes it: its kernel is the
+    default one of ``conv3d_kernels``, and its task group (``conv3d``) has no task."""
+
+    strides: tuple[int, int, int] = (1, 1, 1)
+    pads: tuple[int, ...] = (0, 0, 0, 0, 0, 0)  # the begins of depth, rows and columns, then their ends
+    dilations: tuple[int, int, int] = (1, 1, 1)
+    groups: int = 1
+    has_bias: bool = False
+    epilogue: tuple[EpilogueStep, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_ints(self, "strides", self.strides, 3)
+        check_ints(self, "pads", self.pads, 6, minimum=0)
+        check_ints(self, "dilations", self.dilations, 3)
+        check_ints(self, "groups", (self.groups,), 1)
+
+    def infer(self, inputs):
+        return conv_type(self, inputs)
+
+    def reference(self, x: np.ndarray, w: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+        return conv_reference(self, x, w, rest)
+
+    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
+        return conv3d_kernel(g, node, target)
+
+    def tasks(self, g: Graph, node: Node, target: Target) -> tuple:
+        return ()
+
+    def workload_kind(self, g: Graph, node: Node) -> str:
+        return "conv3d"
+
+    def untuned_key(self, g: Graph, node: Node) -> str:
+        """``[N,C,D,H,W]->O k3x3x3 s1x1x1 p1,1,1,1,1,1 d1x1x1 g1``, then its dtype unless float32."""
+        dtype = g.values[node.outputs[0]].dtype
+        shape = ",".join(map(str, g.values[node.inputs[0]].shape))
+        o, _, *kernel = g.values[node.inputs[1]].shape
+        return (f"[{shape}]->{o} k{'x'.join(map(str, kernel))} s{'x'.join(map(str, self.strides))} "
+                f"p{','.join(map(str, self.pads))} d{'x'.join(map(str, self.dilations))} g{self.groups}"
+                + ("" if dtype == "float32" else f" {dtype}"))
+
+    def flops(self, g: Graph, node: Node) -> int:
+        _, cg, *kernel = g.values[node.inputs[1]].shape
+        return 2 * math.prod(g.values[node.outputs[0]].shape) * cg * math.prod(kernel)
+
+    def layer_blocks(self, g: Graph, node: Node) -> None:
+        return None
+
+
+def conv_type(op: Conv | Conv3d, inputs) -> tuple[TensorType]:
+    """The output type of a 2-D or 3-D convolution (``infer``)."""
+    rank = len(op.strides)
+    x, w = op.data_and_weight(inputs, 2 + rank)
+    check_float(op, x, "the data")
+    (n, c), (o, cg) = x.shape[:2], w.shape[:2]
+    if c % op.groups or o % op.groups or cg * op.groups != c:
+        raise GraphError(f"{op.kind}: {c} input channels in {op.groups} group(s) need weights [O, {c // op.groups}, "
+                         f"{', '.join(('KD', 'KH', 'KW')[-rank:])}] with O divisible by the groups, got {w.shape}")
+    if op.has_bias and inputs[2].shape != (o,):
+        raise GraphError(f"{op.kind}: the bias must have shape ({o},), got {inputs[2].shape}")
+    spatial = tuple(conv_out(size, k, s, b, e, d, op) for size, k, s, b, e, d in zip(
+        x.shape[2:], w.shape[2:], op.strides, op.pads[:rank], op.pads[rank:], op.dilations))
+    return op.output(TensorType((n, o) + spatial, x.dtype), inputs)
+
+
+def conv_reference(op: Conv | Conv3d, x: np.ndarray, w: np.ndarray, rest: tuple[np.ndarray, ...]) -> np.ndarray:
+    """A 2-D or 3-D convolution with its bias and epilogue (numpy)."""
+    y = convolve(op, x, w)
+    if op.has_bias:
+        y = y + rest[0].reshape((-1,) + (1,) * (y.ndim - 2))
+    return apply_epilogue(op.epilogue, y, rest[op.num_base_inputs - 2:])
+
+
+def convolve(op: Conv | Conv3d, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The convolution of ``op`` without bias and epilogue (numpy)."""
-    t, l, b, r = op.pads
-    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
-    o, cg, kh, kw = w.shape
-    oh = conv_out(x.shape[2], kh, op.strides[0], t, b, op.dilations[0], op)
-    ow = conv_out(x.shape[3], kw, op.strides[1], l, r, op.dilations[1], op)
-    win = windows(xp, (kh, kw), op.strides, op.dilations, (oh, ow))
+    rank = len(op.strides)
+    begin, end = op.pads[:rank], op.pads[rank:]
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(begin, end)))
+    o, cg, *kernel = w.shape
+    out = [conv_out(n, k, s, b, e, d, op) for n, k, s, b, e, d in zip(x.shape[2:], kernel, op.strides, begin, end,
+                                                                       op.dilations)]
+    win = windows(xp, kernel, op.strides, op.dilations, out)
     g = op.groups
     og = o // g
-    parts = [np.einsum("ncyxhw,ochw->noyx", win[:, k * cg:(k + 1) * cg], w[k * og:(k + 1) * og], optimize=True)
-             for k in range(g)]
+    at, taps = "zyx"[-rank:], "dhw"[-rank:]
+    spec = f"nc{at}{taps},oc{taps}->no{at}"
+    parts = [np.einsum(spec, win[:, k * cg:(k + 1) * cg], w[k * og:(k + 1) * og], optimize=True) for k in range(g)]
     return np.concatenate(parts, axis=1).astype(x.dtype, copy=False)
 
 
@@ -140,6 +206,6 @@ def _conv(ctx: ImportContext, node: OnnxNode) -> None:
     if kernel != tuple(w_shape[2:]):
         raise Reject(f"kernel_shape {list(kernel)} differs from the weight's {list(w_shape[2:])}")
     strides, dilations, pads = window_attrs(node, ctx.shape(x), kernel)
-    op = Conv(strides, pads, dilations, int(node.attr("group", 1)), has_bias=b is not None)
+    kind = Conv3d if len(kernel) == 3 else Conv
+    op = kind(strides, pads, dilations, int(node.attr("group", 1)), has_bias=b is not None)  # type: ignore[arg-type]
     lift_1d(ctx, node, op, [x, w] + ([b] if b else []), lifted=(0, 1))
-

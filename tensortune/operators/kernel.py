@@ -198,23 +198,24 @@ def map_kernel(args: KernelArgs, node: Node, lanes: int, body: Callable[[tuple[E
     return args.done(kind, node, out, s)
 
 
-def pad_blocked(data: Tensor, pads: tuple[int, int, int, int], value: float = 0.0, name: str = "data_pad",
+def pad_blocked(data: Tensor, pads: tuple[int, ...], value: float = 0.0, name: str = "data_pad",
                 block: int | None = None) -> Tensor:
-    """Pad the rows and columns (axes 2, 3) of a plain or blocked NCHW tensor; ``data`` itself when no pads. With
-    ``block``, a plain NCHW ``data`` is blocked as well, ``[N, C/block, H', W', block]``: the padding copy is its
-    relayout too."""
-    t, l, b, r = pads
+    """Pad the spatial axes (2 and on: rows and columns, or depth, rows and columns) of a plain or blocked NC[D]HW
+    tensor by ``pads`` (the begins of those axes, then their ends); ``data`` itself when no pads. With ``block``, a
+    plain NCHW ``data`` is blocked as well, ``[N, C/block, H', W', block]``: the padding copy is its relayout too."""
     if not any(pads):
         return data
+    rank = len(pads) // 2
+    begin, end = pads[:rank], pads[rank:]
     shape = list(data.shape) if block is None else [data.shape[0], data.shape[1] // block, *data.shape[2:], block]
-    h, w = shape[2], shape[3]
-    shape[2], shape[3] = h + t + b, w + l + r
+    sizes = shape[2:2 + rank]
+    shape[2:2 + rank] = [n + b + e for n, b, e in zip(sizes, begin, end)]
 
     def body(*ax):
-        y, x = ax[2], ax[3]
-        inside = te.logical_and(y >= t, y < h + t, x >= l, x < w + l)
-        src = list(ax) if block is None else [ax[0], ax[1] * block + ax[4]]
-        src[2:4] = y - t, x - l
+        at = ax[2:2 + rank]
+        inside = te.logical_and(*(c for y, n, b in zip(at, sizes, begin) for c in (y >= b, y < n + b)))
+        src = list(ax) if block is None else [ax[0], ax[1] * block + ax[-1]]
+        src[2:2 + rank] = [y - b for y, b in zip(at, begin)]
         return te.select(inside, data[tuple(src)], te.const(value, data.dtype))
 
     return te.compute(tuple(shape), body, name)

@@ -1,6 +1,6 @@
 """What the windowed operators (convolutions, pooling) share: the output extent of a window along an axis, numpy
-views of the windows for the references, the padding ONNX's attributes ask for, and 1-D windows computed as 2-D
-ones of one row."""
+views of the windows for the references (any number of spatial axes), the padding ONNX's attributes ask for, and
+1-D windows computed as 2-D ones of one row."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,13 +28,14 @@ def conv_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, 
     return out
 
 
-def windows(x: np.ndarray, kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
-            out_hw: tuple[int, int]) -> np.ndarray:
-    """``[N, C, OH, OW, KH, KW]`` view of the (already padded) input's windows."""
-    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
-    win = np.lib.stride_tricks.sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
-    win = win[:, :, ::sh, ::sw, ::dh, ::dw]
-    return win[:, :, :out_hw[0], :out_hw[1]]
+def windows(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+            out: Sequence[int]) -> np.ndarray:
+    """``[N, C, *out, *kernel]`` view of the (already padded) input's windows along its spatial axes (2 and on)."""
+    rank = len(kernel)
+    span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilations))
+    win = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + rank)))
+    step = tuple(slice(None, None, s) for s in strides) + tuple(slice(None, None, d) for d in dilations)
+    return win[(slice(None), slice(None)) + step][(slice(None), slice(None)) + tuple(slice(o) for o in out)]
 
 
 def spatial_pads(node: OnnxNode, sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
@@ -62,12 +63,13 @@ def spatial_pads(node: OnnxNode, sizes: Sequence[int], kernel: Sequence[int], st
     return begin, end
 
 
-def window_attrs(node: OnnxNode, x_shape, kernel) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
-    """``(strides, dilations, pads)`` of a 1-D or 2-D window node on NC[H]W data, a 1-D window given as the 2-D
-    window ``1 x K`` over rows of one pixel (``lift_1d`` makes the tensors so); rejects other ranks."""
+def window_attrs(node: OnnxNode, x_shape, kernel) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(strides, dilations, pads)`` of a 1-D, 2-D or 3-D window node on NC[[D]H]W data (pads: the begins, then the
+    ends), a 1-D window given as the 2-D window ``1 x K`` over rows of one pixel (``lift_1d`` makes the tensors so);
+    rejects other ranks."""
     rank = len(kernel)
-    if len(x_shape) != rank + 2 or rank not in (1, 2):
-        raise Reject(f"only 1-D and 2-D windows on NCW and NCHW tensors are supported (input shape "
+    if len(x_shape) != rank + 2 or rank not in (1, 2, 3):
+        raise Reject(f"only 1-D, 2-D and 3-D windows on NCW, NCHW and NCDHW tensors are supported (input shape "
                      f"{list(x_shape)}, kernel {list(kernel)})")
     strides = tuple(int(s) for s in node.attr("strides", (1,) * rank))
     dilations = tuple(int(d) for d in node.attr("dilations", (1,) * rank))
@@ -76,7 +78,7 @@ def window_attrs(node: OnnxNode, x_shape, kernel) -> tuple[tuple[int, int], tupl
     begin, end = spatial_pads(node, x_shape[2:], kernel, strides, dilations)
     if rank == 1:
         return (1, strides[0]), (1, dilations[0]), (0, begin[0], 0, end[0])
-    return strides, dilations, (begin[0], begin[1], end[0], end[1])  # type: ignore[return-value]
+    return strides, dilations, tuple(begin + end)
 
 
 def lift_1d(ctx: ImportContext, node: OnnxNode, op: Op, inputs: Sequence[str], lifted: Sequence[int]) -> None:

@@ -60,9 +60,9 @@ def test_unsupported_attribute_and_runtime_shape_are_listed():
     assert "unsupported attribute(s) foo" in msg and "must be a constant" in msg
 
 
-def test_conv3d_is_unsupported():
-    m = model([node("Conv", ["x", "w"], ["y"])], {"x": (1, 2, 3, 3, 3)}, ["y"], {"w": rand((2, 2, 1, 1, 1))})
-    with pytest.raises(UnsupportedModelError, match="only 1-D and 2-D windows"):
+def test_a_4d_convolution_is_unsupported():
+    m = model([node("Conv", ["x", "w"], ["y"])], {"x": (1, 2, 3, 3, 3, 3)}, ["y"], {"w": rand((2, 2, 1, 1, 1, 1))})
+    with pytest.raises(UnsupportedModelError, match="only 1-D, 2-D and 3-D windows"):
         import_onnx(m)
 
 
