@@ -11,7 +11,7 @@ elementwise operators that follow). A phase with fewer taps than others reads ze
 the transposed convolution itself when ``(K - 1) * d + 1`` is a multiple of ``s`` (the usual ``K = 2s`` of
 generators and decoders). Stride 1 keeps the dilation in the convolution.
 
-1-D transposed convolutions run as 2-D ones of one row; 3-D ones are rejected for now.
+1-D transposed convolutions run as 2-D ones of one row; 3-D ones as a ``Conv3d`` of the phases.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import numpy as np
 from ..graph.errors import GraphError
 from ..graph.ir import TensorType
 from ..graph.op import Pattern, check_count, check_ints
-from .conv import Conv
+from .conv import Conv, Conv3d
 from .map_op import MapOp
 from .movement import Slice
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter, ints
@@ -190,9 +190,9 @@ def _conv_transpose(ctx: ImportContext, node: OnnxNode) -> None:
     kernel = tuple(ints(node.attr("kernel_shape", w.shape[2:])))
     if kernel != tuple(w.shape[2:]):
         raise Reject(f"kernel_shape {list(kernel)} differs from the weight's {list(w.shape[2:])}")
-    if len(kernel) not in (1, 2) or len(x_shape) != len(kernel) + 2:
-        raise Reject(f"only 1-D and 2-D transposed convolutions on NCW and NCHW tensors are supported (input shape "
-                     f"{list(x_shape)}, kernel {list(kernel)})")
+    if len(kernel) not in (1, 2, 3) or len(x_shape) != len(kernel) + 2:
+        raise Reject(f"only 1-D, 2-D and 3-D transposed convolutions on NCW, NCHW and NCDHW tensors are supported "
+                     f"(input shape {list(x_shape)}, kernel {list(kernel)})")
     groups = int(node.attr("group", 1))
     if groups < 1 or x_shape[1] != w.shape[0] or w.shape[0] % groups:
         raise Reject(f"{x_shape[1]} input channels in {groups} group(s) do not match the weight {list(w.shape)}")
@@ -206,7 +206,8 @@ def _conv_transpose(ctx: ImportContext, node: OnnxNode) -> None:
 
 def emit_phase_conv(ctx: ImportContext, node: OnnxNode, x: str, w: np.ndarray, bias: np.ndarray | None,
                     axes: list[_Axis], groups: int) -> None:
-    """Emit the crop of the input, the phase ``Conv`` and ``PhasesToSpace`` of a 2-D transposed convolution."""
+    """Emit the crop of the input, the phase convolution and ``PhasesToSpace`` of a 2-D or 3-D transposed
+    convolution."""
     x_shape = ctx.shape(x)
     windows = [a.input_window() for a in axes]
     if any(first or rows != a.size for (first, rows, _, _), a in zip(windows, axes)):
@@ -220,7 +221,8 @@ def emit_phase_conv(ctx: ImportContext, node: OnnxNode, x: str, w: np.ndarray, b
         inputs.append(ctx.constant(np.repeat(bias.astype(w.dtype), phases), f"{node.name}_phase_bias"))
     pads = tuple(p[2] for p in windows) + tuple(p[3] for p in windows)
     dilations = tuple(a.dilation if a.stride == 1 else 1 for a in axes)
-    conv = Conv((1, 1), pads, dilations, groups, has_bias=bias is not None)  # type: ignore[arg-type]
+    conv_op = Conv if len(axes) == 2 else Conv3d
+    conv = conv_op((1,) * len(axes), pads, dilations, groups, has_bias=bias is not None)  # type: ignore[arg-type]
     (y,) = ctx.emit(conv, inputs, None, f"{node.name}_phases")
     strides = tuple(a.stride for a in axes)
     offsets = tuple(a.pad_begin - a.first_block * a.stride for a in axes)

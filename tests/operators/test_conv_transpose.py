@@ -1,5 +1,5 @@
 """ConvTranspose (``operators/conv_transpose.py``): the phase convolution and its interleave equal onnxruntime for any
-1-D and 2-D geometry (strides, dilations, groups, pads, output_padding, output_shape, auto_pad), interpreted and
+1-D, 2-D and 3-D geometry (strides, dilations, groups, pads, output_padding, output_shape, auto_pad), interpreted and
 compiled; the convolution it becomes is the tunable ``Conv``, and no zero-inserted input is made."""
 from __future__ import annotations
 
@@ -73,8 +73,14 @@ def test_a_1d_transposed_convolution_equals_onnxruntime_interpreted(m):
     check(m, compiled=False)
 
 
+@settings(max_examples=25, deadline=None)
+@given(m=geometries(3))
+def test_a_3d_transposed_convolution_equals_onnxruntime_interpreted(m):
+    check(m, compiled=False)
+
+
 @settings(max_examples=8, deadline=None)
-@given(m=st.one_of(geometries(1), geometries(2)))
+@given(m=st.one_of(geometries(1), geometries(2), geometries(3)))
 def test_a_transposed_convolution_compiles_to_onnxruntime_values(m):
     check(m)
 
@@ -116,7 +122,7 @@ def test_every_opset(opset):
 
 
 @pytest.mark.parametrize("build, reason", [
-    (lambda: convt_model((1, 2, 3, 3, 3), 2, (2, 2, 2)), "only 1-D and 2-D transposed convolutions"),
+    (lambda: convt_model((1, 2, 3, 3, 3, 3), 2, (2, 2, 2, 2)), "only 1-D, 2-D and 3-D transposed convolutions"),
     (lambda: model([node("ConvTranspose", ["x", "w"], ["y"])], {"x": (1, 2, 4, 4), "w": (2, 2, 3, 3)}, ["y"]),
      "its weight must be a constant"),
     (lambda: convt_model((1, 2, 3, 3), 2, (3, 3), output_shape=[40, 40]), "larger than the input can give"),
