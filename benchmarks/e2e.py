@@ -91,13 +91,15 @@ def _child(spec: dict) -> dict | None:
     capped = cap_from_environment()  # --target's CPUID cap (set for the capped peers), before a peer reads CPUID
     threads = spec["threads"]
     x = np.load(spec["input"])
+    feeds = dict(x) if isinstance(x, np.lib.npyio.NpzFile) else None  # several named inputs (an .npz)
     expected = np.load(spec["expected"]) if spec.get("expected") else None
     peer = spec["peer"]
     if peer.startswith("tensortune"):
         import tensortune as tt
 
         module = tt.load(spec["network"], num_threads=threads)
-        run = lambda: module(x)  # noqa: E731
+        first = module.outputs[0].name
+        run = (lambda: module(x)) if feeds is None else (lambda: module.run(feeds)[first])  # noqa: E731
     elif peer.startswith("onnxruntime"):
         import onnxruntime as ort
 
@@ -107,8 +109,8 @@ def _child(spec: dict) -> dict | None:
         if peer == "onnxruntime_no_spin":
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(spec["model"], opts, providers=["CPUExecutionProvider"])
-        name = sess.get_inputs()[0].name
-        run = lambda: sess.run(None, {name: x})[0]  # noqa: E731
+        feeds = feeds if feeds is not None else {sess.get_inputs()[0].name: x}
+        run = lambda: sess.run(None, feeds)[0]  # noqa: E731
     else:
         try:
             import torch
@@ -463,10 +465,10 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace the "Whole networks" section of BENCHMARKS.md (or append it)."""
+def write_section(path: Path, text: str, section: str = SECTION) -> None:
+    """Replace the ``section`` ("Whole networks") of BENCHMARKS.md (or append it)."""
     old = path.read_text() if path.exists() else ""
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^{re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
     new = pattern.sub(text.rstrip() + "\n\n", old) if pattern.search(old) else old.rstrip() + "\n\n" + text
     path.write_text(new.rstrip() + "\n")
 
