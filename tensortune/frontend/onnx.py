@@ -6,7 +6,8 @@ Supported: opsets 7 to 28 of the default domain and IR version 3 or later. Initi
 graph inputs (older exporters) are weights, not user inputs. A dynamic input dimension needs a static
 shape from ``shapes``. Every unsupported node (operator, attribute or a non-constant input where a
 constant is needed) is collected, and one ``UnsupportedModelError`` lists them all before anything
-is compiled.
+is compiled; a node that reads an unsupported node's output is listed where its own operator or
+attributes are unsupported (its other checks need its inputs).
 
 Nodes whose attributes depend on tensors (``Reshape``'s shape, ``Clip``'s bounds, ``Slice``'s starts)
 read those tensors as constants: computed on demand with the reference interpreter when they come from
@@ -116,6 +117,9 @@ class _Importer:
             if missing:
                 if any(i in self.poisoned for i in missing):
                     self.poisoned.update(node.outputs)
+                    reason = self._converter_of(node)[1]  # its operator and attributes can still be checked
+                    if reason is not None:
+                        issues.append(Unsupported(node.op_type, node.name, node.opset, reason))
                     continue
                 raise ModelError(f"node '{node.name}' ({node.op_type}) reads '{missing[0]}', which no earlier node, "
                                  "input or initializer defines (the file may be truncated or not sorted)")
@@ -193,17 +197,25 @@ class _Importer:
         return OnnxNode(proto_node.op_type if not domain else f"{domain}.{proto_node.op_type}", name,
                          list(proto_node.input), list(proto_node.output), attrs, self.opset)
 
-    def _convert(self, node: OnnxNode) -> str | None:
-        """Convert one node; the reason it is unsupported, or None."""
+    @staticmethod
+    def _converter_of(node: OnnxNode) -> tuple[onnx_convert.Converter | None, str | None]:
+        """The converter of ``node``, or why there is none (an unknown operator or attribute)."""
         conv = onnx_convert.lookup(node.op_type, node.opset)
         if conv is None:
             ranges = onnx_convert.opset_ranges(node.op_type)
             if ranges:
-                return f"this operator is supported at opsets {ranges}, not {node.opset}"
-            return "this operator is not supported"
+                return None, f"this operator is supported at opsets {ranges}, not {node.opset}"
+            return None, "this operator is not supported"
         extra = sorted(set(node.attrs) - conv.attrs)
         if extra:
-            return f"unsupported attribute(s) {', '.join(extra)}"
+            return None, f"unsupported attribute(s) {', '.join(extra)}"
+        return conv, None
+
+    def _convert(self, node: OnnxNode) -> str | None:
+        """Convert one node; the reason it is unsupported, or None."""
+        conv, reason = self._converter_of(node)
+        if conv is None:
+            return reason
         try:
             conv.fn(self, node)
         except Reject as e:

@@ -45,9 +45,23 @@ def test_every_unsupported_node_is_listed():
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(m)
     listed = [(n.op_type, n.name, n.opset) for n in info.value.nodes]
-    # the Relu reads an unsupported node's output, so it and the Pad after it are not listed again
+    # the Relu and the Pad read an unsupported node's output: their operators are supported, so they are not listed
     assert listed == [("Det", "det1", 19), ("NonZero", "nz", 19)]
     assert "Det 'det1' (opset 19)" in str(info.value) and "NonZero 'nz'" in str(info.value)
+
+
+def test_unsupported_nodes_after_an_unsupported_node_are_listed():
+    """A chain of unsupported layers (a DCGAN generator's transposed convolutions) lists each, not only the first;
+    a reader whose operator is supported is not listed."""
+    nodes = [helper.make_node("Det", ["x"], ["a"], name="det1"), node("Relu", ["a"], ["b"]),
+             helper.make_node("Det", ["b"], ["c"], name="det2"),
+             helper.make_node("MaxPool", ["c"], ["d"], name="pool", kernel_shape=[1], foo=1),
+             helper.make_node("Pad", ["d", "p"], ["y"], name="wrap_pad", mode="wrap")]
+    m = model(nodes, {"x": (2, 2)}, ["y"], {"p": np.zeros(4, np.int64)}, opset=19)
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(m)
+    assert [(n.op_type, n.name) for n in info.value.nodes] == [("Det", "det1"), ("Det", "det2"), ("MaxPool", "pool")]
+    assert "unsupported attribute(s) foo" in str(info.value)
 
 
 def test_unsupported_attribute_and_runtime_shape_are_listed():

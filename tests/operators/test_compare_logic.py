@@ -119,3 +119,47 @@ def test_rejected_types():
         Where().infer([TensorType((2,), "bool"), TensorType((2,), "int32"), TensorType((2,), "float32")])
     assert Less().infer([TensorType((2, 1), "float16"), TensorType((3,), "float16")]) == (TensorType((2, 3), "bool"),)
     assert str(Greater()) == "Greater" and str(Not()) == "Not"
+
+
+def _specials(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
+    """Numbers with NaN, +inf and -inf among them."""
+    x = rng.uniform(-3, 3, shape)
+    x[rng.uniform(size=shape) < 0.4] = np.nan
+    x[rng.uniform(size=shape) < 0.2] = np.inf
+    x[rng.uniform(size=shape) < 0.2] = -np.inf
+    return x.astype(dtype)
+
+
+FLOAT_CLASSES = [(op, v) for op in ("IsNaN", "IsInf") for v in opsets(op)]
+
+
+@pytest.mark.parametrize("op_type, opset", FLOAT_CLASSES)
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_isnan_and_isinf_equal_onnxruntime(op_type, opset, data):
+    """Every sign IsInf may detect, over the float types onnxruntime tests at that opset."""
+    shape = data.draw(st.lists(st.integers(1, 6), min_size=0, max_size=4), "shape")
+    dtypes = ("float32", "float64") + (("float16",) if op_type == "IsNaN" or opset >= 20 else ())
+    dtype = data.draw(st.sampled_from(dtypes), "dtype")
+    attrs = {}
+    if op_type == "IsInf":
+        attrs = {"detect_positive": data.draw(st.integers(0, 1)), "detect_negative": data.draw(st.integers(0, 1))}
+    m = one_node(op_type, {"x": shape}, {"x": dtype}, "bool", opset, **attrs)
+    check(m, {"x": _specials(np.random.default_rng(data.draw(SEEDS, "seed")), shape, dtype)})
+
+
+def test_masked_attention_of_the_dynamo_exporter_is_one_kernel():
+    """``Where(IsNaN(softmax), 0, softmax)``, as the dynamo exporter writes attention with a mask: IsNaN and Where
+    fuse into one pass; a row masked everywhere (NaN) becomes zeros."""
+    nodes = [node("Softmax", ["x"], ["p"], axis=-1), node("IsNaN", ["p"], ["n"]), node("Where", ["n", "zero", "p"], ["y"])]
+    m = model(nodes, {"x": (2, 4, 8)}, ["y"], {"zero": np.float32(0)}, opset=18)
+    x = rand((2, 4, 8), 1)
+    x[1, 2] = -np.inf
+    assert np.isnan(check(m, {"x": x})[0]).sum() == 0
+    fused = [n for n in optimized_graph(m, AVX2).nodes if isinstance(n.op, Fused)]
+    assert len(fused) == 1 and [type(s[0]).__name__ for s in fused[0].op.steps] == ["IsNaN", "Where"]
+
+
+def test_isnan_needs_a_float():
+    with pytest.raises(UnsupportedModelError, match="must be a float tensor"):
+        import_onnx(one_node("IsNaN", {"a": (3,)}, {"a": "int32"}, "bool", 13))
