@@ -14,14 +14,11 @@ pytest.importorskip("torch")
 import model_zoo  # noqa: E402
 import tensortune.network as nw  # noqa: E402
 from onnx_models import ort_run  # noqa: E402
-from tensortune.graph import UnsupportedModelError  # noqa: E402
 
 RELATIVE = 1e-3
 NEEDS_TRANSFORMERS = {"whisper_encoder", "wav2vec2"}
 SLOW = {"googlenet", "deeplabv3", "whisper_encoder", "mobilenet_v3", "inception_v3", "unet", "squeezenet",
         "efficientnet_b0", "shufflenet_v2", "densenet121", "resnext50"}  # 2.5 s or more each on 2 busy cores
-XFAIL = {n: pytest.mark.xfail(strict=True, raises=UnsupportedModelError, reason="ConvTranspose not yet merged")
-         for n in ("dcgan", "unet_transposed")}
 
 
 def assert_relative(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -44,7 +41,7 @@ def check(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> nw.NetworkMod
 
 
 def _param(name: str):
-    marks = ([pytest.mark.slow] if name in SLOW else []) + ([XFAIL[name]] if name in XFAIL else [])
+    marks = [pytest.mark.slow] if name in SLOW else []
     return pytest.param(name, marks=marks, id=name)
 
 
@@ -89,17 +86,3 @@ def test_old_zoo_nets_have_dropout_masks_nothing_reads():
     read = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
     assert len(dropouts) == 2 and all(len(n.output) == 2 and n.output[1] not in read for n in dropouts)
 
-
-def test_a_rejected_network_lists_every_unsupported_node():
-    """The DCGAN generator is a chain of transposed convolutions: while they are unsupported, the one error lists
-    each of them, not only the first."""
-    from tensortune.frontend import import_onnx
-    from tensortune.frontend.onnx import SUPPORTED_OPERATORS
-
-    if "ConvTranspose" in SUPPORTED_OPERATORS:
-        pytest.skip("ConvTranspose is supported")
-    model, _ = model_zoo.export("dcgan")
-    with pytest.raises(UnsupportedModelError) as info:
-        import_onnx(model)
-    assert [n.name for n in info.value.nodes] == [n.name for n in model.graph.node if n.op_type == "ConvTranspose"]
-    assert len(info.value.nodes) == 5 and "this operator is not supported" in str(info.value)
