@@ -8,7 +8,6 @@ from hypothesis import given, settings, strategies as st
 import tensortune.network as nw
 from onnx_models import assert_close, model, node, ort_run, rand
 from tensortune.operators import Conv
-from tensortune.operators.conv import conv2d
 from tensortune.operators.conv_kernels import MAX_MERGE, group_merge, merge_group_weights
 
 
@@ -21,11 +20,11 @@ def test_merged_groups_compute_the_same_convolution(groups, cg, og, merged_by, k
         merged_by = 1
     x = rand((1, groups * cg, 7, 6), 1)
     w = rand((groups * og, cg, k, k), 2)
-    own = conv2d(Conv((stride, stride), groups=groups), x, w)
+    own = Conv((stride, stride), groups=groups).reference(x, w)
     merged = groups // merged_by
     wide = merge_group_weights(w, groups, merged)
     assert wide.shape == (groups * og, cg * merged_by, k, k)
-    np.testing.assert_allclose(conv2d(Conv((stride, stride), groups=merged), x, wide), own, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(Conv((stride, stride), groups=merged).reference(x, wide), own, rtol=1e-5, atol=1e-6)
 
 
 def test_group_merge_is_the_fewest_groups_that_hold_whole_blocks():
