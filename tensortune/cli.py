@@ -120,18 +120,20 @@ def _refine_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .autotvm.catalog import OPERATORS
+    from .autotvm.catalog import OPERATORS, options
 
     p = _Parser(prog="tensortune", description="Tune tensor operators and use the tuning logs.",
                 epilog="Run 'tensortune COMMAND --help' for the options of a command.")
     p.add_argument("--version", action="version", version=f"tensortune {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    ops = ", ".join(f"{op} ({' '.join(names)})" for op, (names, _) in OPERATORS.items())
+    ops = ", ".join(f"{op} ({' '.join([*names, *(f'[{o}]' for o in options(op))])})"
+                    for op, (names, _) in OPERATORS.items())
     t = sub.add_parser("tune", help="search the schedule space of an operator, logging every trial",
                        description="Tune one operator. Rerunning the same command with the same --log resumes: "
                                    "the log's trials count toward --trials and are not measured again.",
-                       epilog=f"operators and their shape parameters: {ops}; N=1, stride=1, pad=0 by default.")
+                       epilog=f"operators and their shape parameters: {ops}; N=1, stride=1, pad=0, groups=1 by "
+                              "default.")
     t.add_argument("operator", nargs="?", help=f"one of {', '.join(OPERATORS)} (or use --workload)")
     t.add_argument("--shape", nargs="+", metavar="NAME=VALUE", help="shape parameters, e.g. M=512 N=512 K=512")
     t.add_argument("--workload", metavar="TABLE:NAME", help="a shipped workload, e.g. resnet18:C6 or mobilenet:D3")

@@ -24,6 +24,13 @@ def parameters(operator: str) -> tuple[str, ...]:
     return tuple(names.get(f.name, f.name) for f in fields(kind)[:kind.always])
 
 
+def options(operator: str) -> dict[str, int]:
+    """The optional integer parameters of an operator (a convolution's ``groups``) with their defaults: given by
+    name, they set the workload's field of that name."""
+    kind = WORKLOADS[operator]
+    return {f.name: f.default for f in fields(kind)[kind.always:] if f.type in ("int", int)}
+
+
 #: operator -> (shape parameters in template-argument order, default CPU template)
 OPERATORS: dict[str, tuple[tuple[str, ...], str]] = {
     op: (parameters(op), next(t.name for t in TEMPLATES.values() if t.workload is kind and t.default
@@ -54,11 +61,14 @@ def operator_of(template: str) -> str | None:
 
 def create_task(operator: str, shape: dict[str, int], template: str | None = None,
                 target: Target | None = None) -> Task:
-    """A task for ``operator`` (matmul, conv2d, depthwise_conv2d) with named shape parameters."""
+    """A task for ``operator`` (matmul, conv2d, depthwise_conv2d) with named shape parameters (and the optional
+    ones, ``options``). With no ``template``: the operator's default for the target, or where that does not compute
+    the workload (a grouped convolution), the first template for the target that does."""
     if operator not in WORKLOADS:
         raise TaskError(f"unknown operator '{operator}'; choose one of {sorted(WORKLOADS)}")
     names = parameters(operator)
     target = target or Target.host()
+    named = template is not None
     template = template or default_template(operator, target)
     if template not in templates_of(operator):
         raise TaskError(f"template '{template}' does not compute {operator}; use one of {templates_of(operator)}")
@@ -68,14 +78,17 @@ def create_task(operator: str, shape: dict[str, int], template: str | None = Non
         gpu = TargetKind.CUDA in tmpl.targets
         raise TaskError(f"template '{template}' schedules for {'GPUs' if gpu else 'CPUs'}, "
                         f"but the target is '{target}'; for it use one of {fits}")
-    unknown = set(shape) - set(names)
+    optional = options(operator)
+    unknown = set(shape) - set(names) - set(optional)
     if unknown:
         raise TaskError(f"{operator} has no shape parameter(s) {sorted(unknown)}; its parameters are "
-                        f"{' '.join(names)}")
+                        f"{' '.join([*names, *optional])}")
     args = []
-    for n in names:
+    for n in [*names, *optional]:
         if n in shape:
             v = shape[n]
+        elif n in optional:
+            continue
         elif n in _DEFAULTS:
             v = _DEFAULTS[n]
         else:
@@ -84,7 +97,11 @@ def create_task(operator: str, shape: dict[str, int], template: str | None = Non
             raise TaskError(f"shape parameter {n} must be a {'non-negative' if n == 'pad' else 'positive'} "
                             f"integer, got {v!r}")
         args.append(v)
-    return Task(tmpl, tuple(args), target)
+    workload = WORKLOADS[operator](*args[:len(names)], **{n: shape[n] for n in optional if n in shape})
+    if not named and tmpl.untaken(workload):
+        tmpl = next((TEMPLATES[t] for t in templates_of(operator) if target.kind in TEMPLATES[t].targets
+                     and not TEMPLATES[t].untaken(workload)), tmpl)
+    return Task(tmpl, workload, target)
 
 
 def task_from_workload(key: str, template: str | None = None, target: Target | None = None) -> Task:

@@ -8,6 +8,7 @@ template with a typed workload (``workload.py``) and a target; its workload key 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -38,7 +39,9 @@ class Template:
     layouts says how a config blocks
     channels (``channel_blocks(config, workload, lanes) -> (input block, output block)``), and any template which of
     its knobs decide how a kernel shares work among threads (``config_kind(config)``, which ``network.refine``
-    compares inside a network); the knobs' names stay the template's own."""
+    compares inside a network); the knobs' names stay the template's own. A template computes a workload only where its
+    function takes every field the workload sets away from its default (``untaken``: a grouped ``Conv2d`` only
+    ``conv2d_nchwc_packed``); a ``Task`` of one it does not compute is a ``TaskError``."""
 
     name: str
     fn: Callable[..., tuple[Schedule, Operator]] = field(compare=False)
@@ -76,10 +79,33 @@ class Template:
         except (KeyError, TypeError) as e:
             raise TaskError(f"template '{self.name}' cannot take the arguments {list(args)}: {e}") from None
 
+    def untaken(self, workload) -> tuple[str, ...]:
+        """The fields of ``workload`` set away from their defaults that the template's function has no parameter for
+        (a convolution's ``groups`` for a template of ungrouped ones): a template computes a workload only when
+        there are none."""
+        if isinstance(workload, DefaultKernel):  # the layer's template's
+            of = TEMPLATES.get(workload.of)
+            return of.untaken(workload.layer) if of is not None else ()
+        takes = _parameters(self.fn) if isinstance(workload, Workload) else None
+        return () if takes is None else tuple(k for k in workload.kwargs() if k not in takes)
+
+    def computes(self, workload) -> bool:
+        """Whether the template computes ``workload``: it takes all its fields (``untaken``) and ``applies``."""
+        return not self.untaken(workload) and self.applies(workload)
+
     def instantiate(self, cfg, workload, **extra) -> tuple[Schedule, Operator]:
         """The template's schedule and operator for ``workload`` with the knobs of ``cfg`` (``extra``: hooks such
         as a network's ``declare``)."""
         return workload.call(self.fn, cfg, **extra)
+
+
+@functools.cache
+def _parameters(fn: Callable) -> frozenset[str] | None:
+    """The names a function takes by keyword (None: any, it has ``**kwargs``)."""
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY)
 
 
 #: every template by name: the one table (filled by ``@template``; ``autotvm.templates`` imports them all)
@@ -113,6 +139,13 @@ class Task:
 
     def __post_init__(self):
         object.__setattr__(self, "workload", self.template.workload_of(self.workload))
+        untaken = self.template.untaken(self.workload)
+        if untaken:
+            wl = self.workload
+            layer = wl.layer if isinstance(wl, DefaultKernel) else wl
+            fits = [t.name for t in TEMPLATES.values() if t.workload is type(layer) and not t.untaken(layer)]
+            raise TaskError(f"template '{self.template.name}' does not compute {wl}: it takes no "
+                            f"{', '.join(untaken)}" + (f"; templates that do: {', '.join(fits)}" if fits else ""))
         try:
             json.dumps(list(self.args))
         except TypeError as e:

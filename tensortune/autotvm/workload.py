@@ -92,7 +92,9 @@ class Matmul(Workload):
 @dataclass(frozen=True)
 class Conv2d(Workload):
     """Convolution of ``N`` images of ``C`` channels, ``H x W``, by ``O`` filters of ``K x K``: square kernel, equal
-    strides and padding on every side."""
+    strides and padding on every side; in ``groups`` groups (each output channel of a group reads that group's
+    ``C / groups`` input channels; a layer of groups narrower than a channel block is measured as the fewer, wider
+    groups it runs as, ``operators.conv_kernels.merged_groups``)."""
 
     operator = "conv2d"
     always = 8
@@ -106,6 +108,13 @@ class Conv2d(Workload):
     stride: int = 1
     pad: int = 0
     dtype: str = "float32"
+    groups: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.groups < 1 or self.C % self.groups or self.O % self.groups:
+            raise ShapeError(f"{self.operator}: groups={self.groups} must be positive and divide both IC={self.C} "
+                             f"and OC={self.O}")
 
 
 @dataclass(frozen=True)

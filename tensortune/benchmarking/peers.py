@@ -77,7 +77,7 @@ def plain_operator(task: Task) -> Operator:
     if isinstance(wl, Matmul) and wl == Matmul(wl.M, wl.N, wl.K):
         return ops.matmul(wl.M, wl.N, wl.K)
     if isinstance(wl, Conv2d) and wl.dtype == "float32":
-        return ops.conv2d_nchw(wl.N, wl.C, wl.H, wl.W, wl.O, wl.K, stride=wl.stride, pad=wl.pad)
+        return ops.conv2d_nchw(wl.N, wl.C, wl.H, wl.W, wl.O, wl.K, stride=wl.stride, pad=wl.pad, groups=wl.groups)
     if isinstance(wl, DepthwiseConv2d) and wl.dtype == "float32":
         return ops.depthwise_conv2d_nchw(wl.N, wl.C, wl.H, wl.W, wl.K, stride=wl.stride, pad=wl.pad)
     return task.operator  # another workload: the template's own operator
@@ -146,7 +146,7 @@ def peers_of(task: Task) -> list[tuple[str, PeerFactory]]:
         return [("numpy", _numpy_matmul), ("torch", _torch_matmul)] if wl == Matmul(wl.M, wl.N, wl.K) else []
     if isinstance(wl, (Conv2d, DepthwiseConv2d)):
         stride, pad = wl.stride, wl.pad
-        groups = wl.C if isinstance(wl, DepthwiseConv2d) else 1
+        groups = wl.C if isinstance(wl, DepthwiseConv2d) else wl.groups
         return [("torch", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=False)),
                 ("torch_channels_last", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=True)),
                 ("onnxruntime", lambda c, t: _onnx_conv(c, t, stride, pad, groups))]

@@ -2,7 +2,8 @@
 computes, with their alternatives; see ``operators.conv_tasks``), grouped by workload.
 
 Nodes with equal workloads share one task, which counts them. Nodes of a tunable kind that no template computes
-(grouped convolutions, unusual windows) are listed with no task: they run their default schedules.
+(unusual windows, groups that hold no whole channel blocks) are listed with no task: they run their default
+schedules.
 """
 from __future__ import annotations
 

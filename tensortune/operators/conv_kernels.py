@@ -111,6 +111,12 @@ def merged_groups(sh: ConvShape, icb: int, ocb: int) -> int | None:
     return None if m is None else sh.groups // m
 
 
+def runs_as(sh: ConvShape, groups: int, icb: int, ocb: int) -> bool:
+    """Whether the convolution's groups, merged by whole neighbours, are ``groups`` groups of whole channel
+    blocks."""
+    return sh.groups % groups == 0 and sh.C // groups % icb == 0 and sh.O // groups % ocb == 0
+
+
 def group_merge(groups: int, channels_and_blocks) -> int | None:
     """The fewest neighbouring groups (``m <= MAX_MERGE``, dividing ``groups``) that, merged, hold whole blocks of
     each ``(channels, block)``; None when there are none."""
@@ -266,18 +272,23 @@ def fused_io(g: Graph, node: Node, a: KernelArgs, ocb: int, data_view: tuple[int
 
 
 def conv_operator(g: Graph, node: Node, a: KernelArgs, lanes: int, ow_tile: int = 1,
-                  dense_blocks: tuple[int, int] | None = None, one_row: bool = False) -> Operator:
+                  dense_blocks: tuple[int, int] | None = None, one_row: bool = False,
+                  groups: int | None = None) -> Operator:
     """The blocked convolution (or depthwise) operator of a Conv or Dense node, its arguments bound in ``a``
     (``ow_tile``: see ``blocked_conv``; ``dense_blocks``: the channel blocks of a dense layer, whose plain ``[M, K]``
     and ``[M, N]`` lie in memory as 1x1 images blocked any way, default ``conv_blocks``; ``one_row``: a 1x1,
-    stride-1, unpadded convolution computed over its pixels as one row, ``ConvShape.one_row``)."""
+    stride-1, unpadded convolution computed over its pixels as one row, ``ConvShape.one_row``; ``groups``: the
+    groups the kernel runs, the node's merged by whole neighbours (a tuned workload's), default
+    ``merged_groups``)."""
     sh = ConvShape.of(g, node)
     icb, ocb = dense_blocks if dense_blocks and node.op.dense else conv_blocks(g, node, lanes)
     sh = sh.one_row() if one_row else sh
     flops = sh.flops
     if not sh.depthwise:
-        groups = merged_groups(sh, icb, ocb)
-        assert groups is not None, f"{node.name}: no groups of whole channel blocks"
+        groups = merged_groups(sh, icb, ocb) if groups is None else groups
+        if groups is None or not runs_as(sh, groups, icb, ocb):
+            raise NetworkCompileError(f"{node.op.kind} '{node.name}': its {sh.groups} groups do not run as "
+                                      f"{groups or 'fewer'} groups of whole channel blocks ({icb}/{ocb})")
         sh, own = replace(sh, groups=groups), sh.groups
 
     def pack(w):
@@ -403,8 +414,9 @@ def generic_conv_kernel(g: Graph, node: Node, a: KernelArgs, lanes: int) -> Kern
 
 def layer_workload(g: Graph, node: Node) -> Conv2d | DepthwiseConv2d | None:
     """The workload of a convolution node that templates compute (square kernel, equal strides, equal pads, no
-    dilation, blocked layout; no groups, or depthwise), of a dense layer ``[M, K] x [K, N]`` as the 1x1 convolution
-    ``Conv2d(M, K, 1, 1, N, 1, 1, 0)`` of 1x1 images; else None."""
+    dilation, blocked layout; depthwise, or in groups that run blocked: ``Conv2d(..., groups=)`` of the groups the
+    kernel runs, ``merged_groups`` of the layout's blocks), of a dense layer ``[M, K] x [K, N]`` as the 1x1
+    convolution ``Conv2d(M, K, 1, 1, N, 1, 1, 0)`` of 1x1 images; else None."""
     x, w, out = g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]]
     if node.op.dense:
         (m, k), n = x.shape, w.shape[0]
@@ -417,13 +429,16 @@ def layer_workload(g: Graph, node: Node) -> Conv2d | DepthwiseConv2d | None:
         return None
     if op.is_depthwise(c, o):
         return DepthwiseConv2d(n, c, h, wd, kh, op.strides[0], op.pads[0], dtype=out.dtype)
-    return Conv2d(n, c, h, wd, o, kh, op.strides[0], op.pads[0], dtype=out.dtype) if op.groups == 1 else None
+    groups = 1 if op.groups == 1 else merged_groups(ConvShape.of(g, node), x.layout.block, out.layout.block)
+    if groups is None:
+        return None
+    return Conv2d(n, c, h, wd, o, kh, op.strides[0], op.pads[0], dtype=out.dtype, groups=groups)
 
 
 def winograd_applies(g: Graph, node: Node) -> bool:
     """Whether Winograd's F(m x m, 3 x 3) computes the node: a regular, ungrouped 3x3, stride-1 convolution."""
     wl = layer_workload(g, node) if not node.op.dense else None
-    return isinstance(wl, Conv2d) and (wl.K, wl.stride) == (3, 1)
+    return isinstance(wl, Conv2d) and (wl.K, wl.stride, wl.groups) == (3, 1, 1)
 
 
 def flat_shape(shape: tuple[int, ...], h: int, w: int) -> tuple[int, ...] | None:

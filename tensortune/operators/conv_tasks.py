@@ -1,13 +1,15 @@
 """The tuning tasks of convolution and dense nodes, and the fused kernel a tuned config of one of them schedules.
 
-A convolution with a square kernel, equal strides, equal pads on every side, no dilation and no groups is a
+A convolution with a square kernel, equal strides, equal pads on every side and no dilation is a
 ``conv2d_nchwc_packed`` task (arguments ``N, C, H, W, O, K, stride, pad``, as ``tensortune tune conv2d
 --template conv2d_nchwc_packed`` makes it): the template registered as a network's for the ``Conv2d`` workload
-(``Template.network``). A dense layer ``[M, K] x [K, N]`` runs as the 1x1 convolution of ``M`` 1x1 images of
-``K`` channels into ``N`` (the same memory), so it is the task ``Conv2d(M, K, 1, 1, N, 1, 1, 0)`` of that
-template. A depthwise convolution of the same regular kind is a ``depthwise_conv2d_nchwc_packed`` task
-(``N, C, H, W, K, stride, pad``). Other convolutions (grouped, unusual windows) have no task: they run their
-default schedules.
+(``Template.network``). A grouped one (ResNeXt, RegNet) is that template's task too, ``Conv2d(..., groups=G)`` with
+``G`` the groups its kernel runs: its own where they hold whole channel blocks of the layout, else fewer, wider ones
+with block-diagonal weights (``conv_kernels.merged_groups``), so that the workload is what runs and is measured.
+A dense layer ``[M, K] x [K, N]`` runs as the 1x1 convolution of ``M`` 1x1 images of ``K`` channels into ``N`` (the
+same memory), so it is the task ``Conv2d(M, K, 1, 1, N, 1, 1, 0)`` of that template. A depthwise convolution of the
+same regular kind is a ``depthwise_conv2d_nchwc_packed`` task (``N, C, H, W, K, stride, pad``). Other convolutions
+(unusual windows, groups that hold no whole blocks even merged) have no task: they run their default schedules.
 
 A 3x3, stride-1 convolution of that kind also has an *alternative*: the ``conv2d_winograd_nchwc_packed`` task
 of the same arguments, which computes the same node another way. On a CPU every such node has one more: the
@@ -51,7 +53,7 @@ def network_templates(workload, target: Target) -> list[Template]:
     """The templates a network's layer of ``workload`` is tuned with on ``target`` (``Template.network``), its
     direct task's first."""
     return [t for t in TEMPLATES.values() if t.network and type(workload) is t.workload and target.kind in t.targets
-            and workload.dtype in t.dtypes and t.applies(workload)]
+            and workload.dtype in t.dtypes and t.computes(workload)]
 
 
 def flat_workload(g: Graph, node: Node, target: Target) -> Conv2d | None:
@@ -66,7 +68,7 @@ def flat_workload(g: Graph, node: Node, target: Target) -> Conv2d | None:
         return None
     if any(flat_shape(g.values[v].shape, wl.H, wl.W) is None for v in node.inputs[node.op.num_base_inputs:]):
         return None
-    return Conv2d(wl.N, wl.C, 1, wl.H * wl.W, wl.O, 1, 1, 0, dtype=wl.dtype)
+    return Conv2d(wl.N, wl.C, 1, wl.H * wl.W, wl.O, 1, 1, 0, dtype=wl.dtype, groups=wl.groups)
 
 
 def is_flat(g: Graph, node: Node, task: Task) -> bool:
@@ -144,10 +146,11 @@ def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
     one_row = is_flat(g, node, task)  # the task of its pixels as one row (flat_workload)
 
     def declare_fused(*, icb: int | None = None, ocb: int | None = None, cb: int | None = None,
-                      tile: int | None = None, p_tile: int | None = None, target=None, ow_tile: int = 1, **shape):
+                      tile: int | None = None, p_tile: int | None = None, target=None, ow_tile: int = 1,
+                      groups: int = 1, **shape):
         # called with keywords like the template's operator (ops.conv2d_nchwc_packed, ops.conv2d_winograd_nchwc
         # with its tile size, ops.depthwise_conv2d_nchwc_packed with one block ``cb``): the shape is the node's,
-        # the blocks must be the layout's
+        # the blocks must be the layout's, the groups those the workload runs (the node's, merged)
         given = (cb, cb) if cb is not None else (icb, ocb)
         if node.op.dense:  # plain [M, K] and [M, N] are 1x1 images in any blocks
             return conv_operator(g, node, a, lanes, dense_blocks=given, ow_tile=ow_tile)
@@ -156,7 +159,7 @@ def tuned_conv(g: Graph, node: Node, task: Task, index: int) -> KernelDef:
                                 f"{blocks[0]}/{blocks[1]}")
         if tile is not None:  # a Winograd kernel
             return winograd_operator(g, node, a, lanes, tile, p_tile=p_tile, target=target)
-        return conv_operator(g, node, a, lanes, one_row=one_row, ow_tile=ow_tile)
+        return conv_operator(g, node, a, lanes, one_row=one_row, ow_tile=ow_tile, groups=groups)
 
     config = ConfigEntity(task.space, index, task.target)
     s, op = task.template.instantiate(config, task.workload, declare=declare_fused)

@@ -78,21 +78,36 @@ def _nchw_operator(name: str, data: Tensor, weight: Tensor, padded: Tensor, shap
 
 def conv2d_nchw(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int | None = None, stride: int = 1,
                 pad: int = 0, dtype: str = "float32", bias: bool = False, relu: bool = False,
-                name: str = "conv2d") -> Operator:
-    """``out[n, o, y, x] = sum(data_pad[n, c, y*s+r, x*s+q] * weight[o, c, r, q])``."""
+                name: str = "conv2d", groups: int = 1) -> Operator:
+    """``out[n, o, y, x] = sum(data_pad[n, g*C/groups + c, y*s+r, x*s+q] * weight[o, c, r, q])``, ``g`` the group of
+    output channel ``o`` (``groups`` of ``C/groups`` input and ``O/groups`` output channels each)."""
     KW = KH if KW is None else KW
     OH, OW = conv_out_size(H, KH, stride, pad, name), conv_out_size(W, KW, stride, pad, name)
+    check_groups(C, O, groups, name)
+    cg, og = C // groups, O // groups
     data = te.placeholder((N, C, H, W), dtype, "data")
-    weight = te.placeholder((O, C, KH, KW), dtype, "weight")
+    weight = te.placeholder((O, cg, KH, KW), dtype, "weight")
     dp = pad_nchw(data, pad)
-    rc, rh, rw = te.reduce_axis(C, "rc"), te.reduce_axis(KH, "rh"), te.reduce_axis(KW, "rw")
+    rc, rh, rw = te.reduce_axis(cg, "rc"), te.reduce_axis(KH, "rh"), te.reduce_axis(KW, "rw")
 
     def conv(x, w):
-        return np.einsum("ncyxhw,ochw->noyx", _windows(x, KH, KW, stride, pad, OH, OW), w, optimize=True)
+        win = _windows(x, KH, KW, stride, pad, OH, OW)
+        return np.concatenate([np.einsum("ncyxhw,ochw->noyx", win[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
+                                         optimize=True) for g in range(groups)], axis=1)
+
+    def channel(o, c):
+        return c if groups == 1 else o // og * cg + c
 
     return _nchw_operator(name, data, weight, dp, (N, O, OH, OW), lambda n, o, y, x: te.sum(
-        dp[n, rc, y * stride + rh, x * stride + rw] * weight[o, rc, rh, rw], axis=[rc, rh, rw]),
-        conv, 2 * N * O * OH * OW * C * KH * KW, dtype, bias, relu)
+        dp[n, channel(o, rc), y * stride + rh, x * stride + rw] * weight[o, rc, rh, rw], axis=[rc, rh, rw]),
+        conv, 2 * N * O * OH * OW * cg * KH * KW, dtype, bias, relu)
+
+
+def check_groups(C: int, O: int, groups: int, name: str) -> None:
+    """A ``ShapeError`` unless ``groups`` is positive and divides the input and output channels."""
+    if groups < 1 or C % groups or O % groups:
+        raise ShapeError(f"{name}: groups={groups} must be positive and divide the input channels ({C}) and the "
+                         f"output channels ({O})")
 
 
 def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int | None = None, stride: int = 1,

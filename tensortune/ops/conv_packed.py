@@ -21,7 +21,7 @@ from ..errors import ShapeError
 from ..target import Target
 from ..schedule import Schedule, create_schedule
 from ..te import Tensor
-from .conv import conv_out_size, conv_parts, conv2d_nchw, depthwise_conv2d_nchw
+from .conv import check_groups, conv_out_size, conv_parts, conv2d_nchw, depthwise_conv2d_nchw
 from .operator import Operator, Part
 from .pad import pad_nchw, padded_read
 from .schedule_helpers import largest_divisor, local_accumulator, parallel_input_transform
@@ -162,6 +162,25 @@ def block_choices(channels: int, lanes: int) -> list[int]:
     return [base] + ([2 * lanes] if base == lanes and channels % (2 * lanes) == 0 else [])
 
 
+def group_block_choices(channels: int, groups: int, lanes: int) -> list[int]:
+    """The blocks of ``block_choices`` that a group's ``channels / groups`` channels hold whole (a grouped
+    convolution's output block reads the input blocks of its own group only), the default first; [] for none."""
+    return [b for b in block_choices(channels, lanes) if channels // groups % b == 0]
+
+
+def grouped_blocks(C: int, O: int, groups: int, lanes: int, name: str = "conv2d") -> tuple[int, int]:
+    """The default channel blocks (``packed_blocks``) of a convolution in ``groups`` groups; a ``ShapeError`` when a
+    group's channels hold no whole block."""
+    check_groups(C, O, groups, name)
+    ins, outs = group_block_choices(C, groups, lanes), group_block_choices(O, groups, lanes)
+    if not ins or not outs:
+        raise ShapeError(f"{name}: groups={groups} of {C // groups} input and {O // groups} output channels hold no "
+                         f"whole channel block of the packed layout ({default_block(C, lanes)} input, "
+                         f"{default_block(O, lanes)} output channels); give fewer, wider groups (a network runs "
+                         "narrow groups so, merged with block-diagonal weights)")
+    return ins[0], outs[0]
+
+
 def _block_nchw(a, cb: int):
     """NCHW array -> ``[N, C/cb, H, W, cb]`` (numpy; for inputs and references)."""
     n, c, h, w = a.shape
@@ -170,40 +189,50 @@ def _block_nchw(a, cb: int):
 
 def conv2d_nchwc_packed(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
                         icb: int | None = None, ocb: int | None = None, dtype: str = "float32",
-                        name: str = "conv2d", ow_tile: int = 1, target: Target | None = None) -> Operator:
+                        name: str = "conv2d", ow_tile: int = 1, target: Target | None = None,
+                        groups: int = 1) -> Operator:
     """Convolution on NCHW[x]c tensors: ``data [N, C/icb, H, W, icb]`` in, ``[N, O/ocb, OH, OW, ocb]`` out.
 
-    Blocks default to one vector of ``target`` (``packed_blocks``). Kernel inputs: ``data_packed`` and
-    ``weight_packed [O/ocb, C/icb, K, K, icb, ocb]``; both are made from canonical NCHW/OIHW arrays
-    by ``prepare`` (outside the timed region), and the reference is the NCHW result in the same
-    blocked layout.
+    Blocks default to one vector of ``target`` (``packed_blocks``; in ``groups`` groups, ``grouped_blocks``), and
+    in groups must divide each group's channels: output block ``oc`` reads input block ``ico`` of its group. Kernel
+    inputs: ``data_packed`` and ``weight_packed [O/ocb, C/groups/icb, K, K, icb, ocb]``; both are made from canonical
+    NCHW/OIHW arrays (weights ``[O, C/groups, K, K]``) by ``prepare`` (outside the timed region), and the reference
+    is the NCHW result in the same blocked layout.
     """
-    default_icb, default_ocb = packed_blocks(C, O, _lanes(target, dtype))
-    icb, ocb = icb or default_icb, ocb or default_ocb
-    _check_block(C, icb, f"{name}: input channel")
-    _check_block(O, ocb, f"{name}: output channel")
+    check_groups(C, O, groups, name)
+    if not icb or not ocb:
+        default_icb, default_ocb = grouped_blocks(C, O, groups, _lanes(target, dtype), name)
+        icb, ocb = icb or default_icb, ocb or default_ocb
+    cg, og = C // groups, O // groups
+    _check_block(cg, icb, f"{name}: input channel")
+    _check_block(og, ocb, f"{name}: output channel")
+    cg_blocks, og_blocks = cg // icb, og // ocb
     OH, OW = conv_out_size(H, K, stride, pad, name), conv_out_size(W, K, stride, pad, name)
     data = te.placeholder((N, C // icb, H, W, icb), dtype, "data_packed")
-    wp = te.placeholder((O // ocb, C // icb, K, K, icb, ocb), dtype, "weight_packed")
+    wp = te.placeholder((O // ocb, cg_blocks, K, K, icb, ocb), dtype, "weight_packed")
     dp = data if not pad else te.compute((N, C // icb, H + 2 * pad, W + 2 * pad, icb),
                                          lambda b, co, y, x, ci: padded_read(data, pad, b, co, y, x, ci), "data_pad")
-    ico, ici = te.reduce_axis(C // icb, "ico"), te.reduce_axis(icb, "ici")
+    ico, ici = te.reduce_axis(cg_blocks, "ico"), te.reduce_axis(icb, "ici")
     kh, kw = te.reduce_axis(K, "kh"), te.reduce_axis(K, "kw")
     owp, col = _padded_width(OW, ow_tile, name)
+
+    def block(oc):  # the input block of reduction step ``ico`` for output block ``oc``: its group's
+        return ico if groups == 1 else oc // og_blocks * cg_blocks + ico
+
     acc = te.compute((N, O // ocb, OH, owp, ocb), lambda n, oc, y, x, ob: te.sum(
-        dp[n, ico, y * stride + kh, col(x) * stride + kw, ici] * wp[oc, ico, kh, kw, ici, ob],
+        dp[n, block(oc), y * stride + kh, col(x) * stride + kw, ici] * wp[oc, ico, kh, kw, ici, ob],
         axis=[ico, kh, kw, ici]), name if owp == OW else f"{name}_acc")
     out = acc if owp == OW else te.compute((N, O // ocb, OH, OW, ocb), lambda *i: acc[i], name)
-    nchw_ref = conv2d_nchw(N, C, H, W, O, K, stride=stride, pad=pad, dtype=dtype).reference
+    nchw_ref = conv2d_nchw(N, C, H, W, O, K, stride=stride, pad=pad, dtype=dtype, groups=groups).reference
 
     def reference(x, w):
         return _block_nchw(nchw_ref(x, w), ocb)
 
     def prepare(x, w):
-        return [_block_nchw(x, icb), w.reshape(O // ocb, ocb, C // icb, icb, K, K).transpose(0, 2, 4, 5, 3, 1)]
+        return [_block_nchw(x, icb), w.reshape(O // ocb, ocb, cg_blocks, icb, K, K).transpose(0, 2, 4, 5, 3, 1)]
 
-    return Operator(name, (data, wp), out, 2 * N * O * OH * OW * C * K * K, reference, _schedule_packed, prepare,
-                    ((N, C, H, W), (O, C, K, K)), parts=conv_parts(data, dp, acc))
+    return Operator(name, (data, wp), out, 2 * N * O * OH * OW * cg * K * K, reference, _schedule_packed, prepare,
+                    ((N, C, H, W), (O, cg, K, K)), parts=conv_parts(data, dp, acc))
 
 
 def conv2d_spatial_pack(N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1, pad: int = 0,
@@ -263,4 +292,4 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, K: int, stride: int =
 
 
 __all__ = ["MAX_BLOCK_VECTORS", "block_choices", "conv2d_nchwc", "conv2d_nchwc_packed", "conv2d_spatial_pack",
-           "default_block", "depthwise_conv2d_nchwc", "packed_blocks"]
+           "default_block", "depthwise_conv2d_nchwc", "group_block_choices", "grouped_blocks", "packed_blocks"]

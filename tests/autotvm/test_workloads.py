@@ -40,7 +40,8 @@ def test_optional_fields_join_the_key_only_where_they_differ_from_their_defaults
 
 
 @pytest.mark.parametrize("kind, args, match", [
-    (Conv2d, (1, 8, 8, 8, 16, 3, 1), "takes 8 to 9 arguments"),
+    (Conv2d, (1, 8, 8, 8, 16, 3, 1), "takes 8 to 10 arguments"),
+    (Conv2d, (1, 8, 8, 8, 16, 3, 1, 1, "float32", 3), "groups=3 must be positive and divide both IC=8 and OC=16"),
     (DepthwiseConv2d, (1, 8, 8, 8, 3, 1, 1, "float32", 5), "takes 7 to 8 arguments"),
     (Matmul, (8, 8.5, 8), "N must be an integer"),
     (Conv2d, (1, 8, 8, 8, 16, 3, 1, 1, "float7"), "unsupported dtype"),

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from ...ops import (Operator, Part, block_choices, conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack,
-                    depthwise_conv2d_nchwc, packed_blocks)
+from ...ops import (Operator, Part, conv2d_nchwc, conv2d_nchwc_packed, conv2d_spatial_pack, depthwise_conv2d_nchwc,
+                    group_block_choices, grouped_blocks, packed_blocks)
 from ...ops.conv import conv_out_size
 from ...ops.conv_packed import MAX_BLOCK_VECTORS
 from ...ops.schedule_helpers import local_accumulator, parallel_input_transform
@@ -165,22 +165,23 @@ def outer_parallel_kind(config) -> tuple:
 @template("conv2d_nchwc_packed", workload=Conv2d, layout="NCHWc", network=True, channel_blocks=packed_config_blocks,
           config_kind=outer_parallel_kind)
 def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K: int, stride: int = 1,
-                                 pad: int = 0, dtype: str = "float32", declare=None):
-    """Conv2d on NCHW[x]c tensors (layout transforms outside the kernel, as inside a network).
+                                 pad: int = 0, dtype: str = "float32", groups: int = 1, declare=None):
+    """Conv2d on NCHW[x]c tensors (layout transforms outside the kernel, as inside a network), in ``groups`` groups.
 
     The register tile is ``tile_ow`` columns x ``tile_oc`` vectors of output channels (counted in the default blocks:
     one vector, or all channels when they do not divide into vectors), accumulated in a local buffer over (input-channel
     block, kh, kw) in the order ``reorder_reduce`` and the channels of each input block, then written back once.
     ``block_in`` and ``block_out`` are the channel blocks of the input and output layouts (one vector or two,
-    ``ops.block_choices``): a network plans its layout per layer from them (``network.layouts``). ``declare``, called
-    like ``ops.conv2d_nchwc_packed`` with keywords (the blocks ``icb`` and ``ocb``, and ``ow_tile``), makes the operator
-    to schedule instead: one with the same axes and parts plus an elementwise epilogue (a network's fused convolution),
-    inlined into the output.
+    ``ops.block_choices``; in groups, those a group's channels hold whole, ``ops.group_block_choices``): a network
+    plans its layout per layer from them (``network.layouts``). ``declare``, called like ``ops.conv2d_nchwc_packed``
+    with keywords (the blocks ``icb`` and ``ocb``, ``ow_tile`` and ``groups``), makes the operator to schedule
+    instead: one with the same axes and parts plus an elementwise epilogue (a network's fused convolution), inlined
+    into the output.
     """
     target = cfg.target
     lanes = target.lanes(dtype)
     oh, ow = _out_size(H, W, K, stride, pad, "conv2d")
-    base_icb, base_ocb = packed_blocks(C, O, lanes)
+    base_icb, base_ocb = grouped_blocks(C, O, groups, lanes)
     vectors = _vectors(base_ocb, lanes)
     cfg.define_split("tile_oc", O // base_ocb, num_outputs=2,
                      filter=lambda e: e.size[-1] * vectors <= MAX_TILE_VECTORS)
@@ -190,14 +191,14 @@ def conv2d_nchwc_packed_template(cfg, N: int, C: int, H: int, W: int, O: int, K:
     cfg.define_reorder("reorder_reduce", [0, 1, 2], policy="all")  # order of (ic block, kh, kw)
     cfg.define_knob("parallel", ["fuse1", "fuse2"])
     cfg.define_knob("unroll_kw", [True, False])
-    cfg.define_knob("block_in", block_choices(C, lanes), legacy=base_icb)
-    cfg.define_knob("block_out", block_choices(O, lanes), legacy=base_ocb)
+    cfg.define_knob("block_in", group_block_choices(C, groups, lanes), legacy=base_icb)
+    cfg.define_knob("block_out", group_block_choices(O, groups, lanes), legacy=base_ocb)
     cfg.add_filter(lambda c: fits_registers(target, c["tile_ow"].size[-1], c["tile_oc"].size[-1] * vectors))
     cfg.add_filter(lambda c: c["tile_oc"].size[-1] % (c["block_out"] // base_ocb) == 0)  # whole output blocks
 
     icb, ocb = cfg["block_in"], cfg["block_out"]
     op = (declare or conv2d_nchwc_packed)(N=N, C=C, H=H, W=W, O=O, K=K, stride=stride, pad=pad, icb=icb, ocb=ocb,
-                                          dtype=dtype, ow_tile=cfg["tile_ow"].size[-1])
+                                          dtype=dtype, ow_tile=cfg["tile_ow"].size[-1], groups=groups)
     s = create_schedule(op.output)
     out, acc = s[op.output], s[local_accumulator(s, op)]
     parallel_input_transform(s, op)

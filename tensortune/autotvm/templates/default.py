@@ -8,12 +8,13 @@ make the network slower. The space has one config (no knobs).
 Its workload is a ``DefaultKernel``: the name of the layer's template (a channel-blocked convolution or depthwise
 convolution template), then that template's arguments. A convolution runs as the network runs it untuned: a
 Winograd kernel with the default tile size where ``ops.winograd.default_tile_size`` says so, else the direct
-convolution under ``default_blocked_schedule``; a depthwise convolution under ``default_blocked_schedule``.
+convolution under ``default_blocked_schedule`` (in groups: the groups the layer runs); a depthwise convolution
+under ``default_blocked_schedule``.
 """
 from __future__ import annotations
 
 from ...errors import ShapeError
-from ...ops import conv2d_nchwc_packed, packed_blocks
+from ...ops import conv2d_nchwc_packed, grouped_blocks, packed_blocks
 from ...ops.depthwise_packed import depthwise_conv2d_nchwc_packed
 from ...ops.schedule_helpers import default_blocked_schedule
 from ...ops.winograd import conv2d_winograd_nchwc, default_tile_size
@@ -51,7 +52,7 @@ def _blocks(config, wl: DefaultKernel, lanes: int) -> tuple[int, int]:
     if isinstance(layer, DepthwiseConv2d):
         b = packed_blocks(layer.C, layer.C, lanes)[0]
         return b, b
-    return packed_blocks(layer.C, layer.O, lanes)
+    return grouped_blocks(layer.C, layer.O, layer.groups, lanes)
 
 
 @template(NAME, workload=DefaultKernel, layout="NCHWc", channel_blocks=_blocks, parse=parse)
@@ -65,11 +66,11 @@ def default_template(cfg, of: str, layer):
                                            packed_blocks(c.C, c.C, lanes)[0], c.dtype)
         return default_blocked_schedule(op, target), op
     c = layer
-    icb, ocb = packed_blocks(c.C, c.O, lanes)
-    tile = default_tile_size(target, c.N, c.H, c.W, c.pad) if (c.K, c.stride) == (3, 1) else None
+    icb, ocb = grouped_blocks(c.C, c.O, c.groups, lanes)
+    tile = default_tile_size(target, c.N, c.H, c.W, c.pad) if (c.K, c.stride, c.groups) == (3, 1, 1) else None
     if tile is not None:
         op = conv2d_winograd_nchwc(c.N, c.C, c.H, c.W, c.O, c.K, c.stride, c.pad, tile, icb, ocb, c.dtype,
                                    target=target)
         return op.default_schedule(target), op
-    op = conv2d_nchwc_packed(c.N, c.C, c.H, c.W, c.O, c.K, c.stride, c.pad, icb, ocb, c.dtype)
+    op = conv2d_nchwc_packed(c.N, c.C, c.H, c.W, c.O, c.K, c.stride, c.pad, icb, ocb, c.dtype, groups=c.groups)
     return default_blocked_schedule(op, target), op
