@@ -142,7 +142,9 @@ def _child(spec: dict) -> dict | None:
         return {"error": f"{type(e).__name__}: {e}"}
     if expected is not None:
         scale = max(1.0, float(np.abs(expected).max()))
-        if not np.allclose(got, expected, rtol=1e-4, atol=1e-5 * scale):
+        # spec["tolerance"]: the largest error allowed, relative to the largest expected magnitude
+        rtol, atol = (0.0, spec["tolerance"] * scale) if spec.get("tolerance") else (1e-4, 1e-5 * scale)
+        if not np.allclose(got, expected, rtol=rtol, atol=atol):
             return {"error": f"output differs from onnxruntime's by {float(np.abs(got - expected).max()):.3g}"}
 
     def timed(count: int) -> float:

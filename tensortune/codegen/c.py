@@ -24,7 +24,7 @@ from ..errors import CodegenError
 from ..ir.nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Seq, Stmt, Store
 from ..ir.visitor import Visitor
 from ..target import ISA, Target
-from ..te.expr import (MATH_FUNCTIONS, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Select, Var,
+from ..te.expr import (MATH_FUNCTIONS, Binary, BinOp, Call, Cast, Compare, Const, Expr, MathFunc, Not, Select, Var,
                        free_vars, substitute, walk)
 
 #: Local buffers up to this size go on the stack; larger ones are heap-allocated per entry.
@@ -397,8 +397,68 @@ class _VectorExpr(Visitor):
         b, _ = self.visit(e.b)
         return ("", True) if self.dry else (f"({a} {e.op.value} {b})", True)
 
+    def visit_Call(self, e: Call) -> tuple[str, bool]:
+        """``exp`` and ``tanh`` of float32 vectors by ``_vmath_helper`` (sigmoid, SiLU, softmax, GELU and recurrent
+        gates in whole vectors); other functions are left to the scalar loop."""
+        if e.func not in _VECTOR_MATH or e.dtype is not DType.float32:
+            raise _NotVectorizable
+        a, av = self.visit(e.args[0])
+        if self.dry:
+            return "", True
+        gen = self.gen
+        name, code = _vmath_helper(e.func, self.n)
+        gen.helpers.update({_vmath_helper(MathFunc.EXP, self.n)[1], code})  # tanh calls exp (sorted before it)
+        gen.vec_types.update({(DType.float32, self.n), (DType.int32, self.n)})
+        return f"{name}({a if av else gen.bcast(a, DType.float32, self.n, False)})", True
+
     def generic_visit(self, e: Expr) -> tuple[str, bool]:
         raise _NotVectorizable
+
+
+#: math functions explicit SIMD computes on float32 vectors (``_vmath_helper``)
+_VECTOR_MATH = (MathFunc.EXP, MathFunc.TANH)
+
+
+def _vmath_helper(func: MathFunc, n: int) -> tuple[str, str]:
+    """``(name, C)`` of ``func`` on ``n`` float32 lanes, in GCC vector extensions (any ISA; the compiler picks the
+    instructions): Cephes' ``expf`` (range reduction by ln 2, a degree-6 polynomial; about 1 ulp; 0 below the
+    smallest normal result, infinity above the largest) and ``tanhf`` (an odd polynomial below 0.625, else
+    ``1 - 2 / (exp(2|x|) + 1)`` with the sign; about 2 ulp). NaN stays NaN."""
+    t, m = _vtype(DType.float32, n), _vtype(DType.int32, n)
+    exp = f"tt_vexp_f32x{n}"
+    if func is MathFunc.EXP:
+        body = f"""static inline {t} {exp}({t} x) {{
+  {m} low = x < -87.3365448f, high = x > 88.7228394f;
+  {t} c = ({t})((({m})x & ~(low | high)) | (({m})(({t}){{}} + 1.0f) & (low | high)));  /* out of range: 1 */
+  {t} f = c * 1.44269504088896341f + 0.5f;
+  {t} n = __builtin_convertvector(__builtin_convertvector(f, {m}), {t});
+  n -= ({t})(({m})(({t}){{}} + 1.0f) & (n > f));  /* floor */
+  {t} r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  {t} p = ({t}){{}} + 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f; p = p * r + 8.3334519073E-3f; p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f; p = p * r + 5.0000001201E-1f;
+  p = p * (r * r) + r + 1.0f;
+  {m} ni = __builtin_convertvector(n, {m}), s = -(ni > 0);  /* 2^n as 2^(n-s) * 2^s: n = 128 stays finite */
+  {t} y = p * ({t})((ni - s + 127) << 23) * __builtin_convertvector(s + 1, {t});
+  {t} inf = ({t}){{}} + INFINITY;
+  return ({t})((({m})y & ~(low | high)) | (({m})inf & high));
+}}"""
+        return exp, body
+    assert func is MathFunc.TANH, func
+    name = f"tt_vtanh_f32x{n}"
+    body = f"""static inline {t} {name}({t} x) {{
+  {m} sign = ({m})x & (({m}){{}} + (int32_t)0x80000000);
+  {t} a = ({t})(({m})x & ~sign);
+  {t} z = x * x;
+  {t} p = ({t}){{}} - 5.70498872745E-3f;
+  p = p * z + 2.06390887954E-2f; p = p * z - 5.37397155531E-2f; p = p * z + 1.33314422036E-1f;
+  p = p * z - 3.33332819422E-1f;
+  {t} small = p * z * x + x;
+  {t} big = ({t})(({m})(1.0f - 2.0f / ({exp}(a + a) + 1.0f)) | sign);
+  {m} k = a < 0.625f;
+  return ({t})((({m})small & k) | (({m})big & ~k) | (({m})x & (x != x)));
+}}"""
+    return name, body
 
 
 class _ScalarExpr(Visitor):
