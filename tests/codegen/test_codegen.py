@@ -452,13 +452,19 @@ def test_scalar_min_and_max_are_one_instruction_on_x86_and_keep_their_meaning(is
 
 
 @pytest.mark.parametrize("fn, ref", [(te.exp, np.exp), (te.tanh, np.tanh)], ids=["exp", "tanh"])
-@pytest.mark.parametrize("target", [None, AVX2], ids=["host", "avx2"])
+@pytest.mark.parametrize("target", [None, AVX2, "neon"], ids=["host", "avx2", "neon"])
 def test_vector_exp_and_tanh_are_within_two_ulps_and_keep_the_edges(fn, ref, target, rng):
     """Vectorized loops compute exp and tanh in whole vectors (``c._vmath_helper``), not by a libm call per lane:
     within 2.5e-7 relative of float64 over normal results; exp is 0 below the smallest normal result and infinity
     above the largest, tanh is exact at 0 and saturates at 1; NaN stays NaN."""
     if target is AVX2 and not Target.host().isa.value.startswith("avx"):
         pytest.skip("AVX2 code runs on x86 hosts with AVX2")
+    if target == "neon":  # ARM code, under qemu on other machines
+        from neon_tools import MISSING, NEON
+
+        if MISSING:
+            pytest.skip(f"running aarch64 kernels here needs {', '.join(MISSING)}")
+        target = NEON
     edges = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-30, -1e-30, 88.72, 88.73, -87.33, -87.34, -103.0, 0.6249, 0.6251,
              -0.625, 9.0, -9.0, 20.0]
     x = np.concatenate([np.linspace(-100, 100, 2001), np.linspace(-2, 2, 1001), edges,
