@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -15,8 +16,9 @@ from ..graph.op import Op, broadcast_shapes, check_count
 from ..schedule import create_schedule
 from ..target import Target
 from .conv import ConvLike
+from .epilogue import epilogue_operands, epilogue_stages
 from .elementwise import Add, EpilogueStep, Mul, apply_epilogue
-from .kernel import KernelArgs, KernelDef, lanes_of, schedule_reductions
+from .kernel import KernelArgs, KernelDef, lanes_of
 from .movement import Transpose
 from .onnx_convert import ImportContext, OnnxNode, Reject, converter
 
@@ -43,6 +45,13 @@ class Dense(ConvLike):
             y = y + rest[0]
         return apply_epilogue(self.epilogue, y, rest[self.num_base_inputs - 2:])
 
+    def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
+        """Rows of activations (``GEMM_MIN_ROWS`` or more: a sequence's tokens, a batch) by the register-tiled GEMM
+        (``dense_gemm_kernel``); one row (a classifier, a recurrent step) as the blocked 1x1 convolution."""
+        if g.values[node.inputs[0]].shape[0] < GEMM_MIN_ROWS:
+            return ConvLike.kernel(self, g, node, target)
+        return dense_gemm_kernel(g, node, lanes_of(target, g.values[node.outputs[0]].dtype, node))
+
 
 @dataclass(frozen=True, slots=True)
 class MatMul(Op):
@@ -68,25 +77,104 @@ class MatMul(Op):
         return matmul_kernel(g, node, lanes_of(target, g.values[node.outputs[0]].dtype, node))
 
 
+#: rows of the register tile of a product of run-time tensors (``matmul_kernel``), and its most vectors of columns
+TILE_ROWS, TILE_VECTORS = 4, 2
+
+
 def matmul_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+    """The product of two run-time tensors (attention's ``Q @ K^T`` and ``P @ V``), each batch as a register-tiled
+    GEMM: ``TILE_ROWS`` rows x up to ``TILE_VECTORS`` vectors of columns accumulated over K in registers, A's element
+    broadcast, a row of B one vector load. The tiles cover the output padded to whole tiles: B is copied into
+    columns padded with zeros (``b_pad``, one pass over B), A's rows past the end read its last row again, and the
+    output keeps the real ones."""
     a = KernelArgs(g)
     av, bv, out_v = g.values[node.inputs[0]], g.values[node.inputs[1]], g.values[node.outputs[0]]
     if len(av.shape) < 2 or len(bv.shape) < 2:
         raise NetworkCompileError(f"MatMul '{node.name}': 1-D operands are not supported; reshape them to 2-D")
     ta, tb = a.value(node.inputs[0], "a"), a.value(node.inputs[1], "b")
+    *batch, m, n = out_v.shape
     kdim = av.shape[-1]
+    rows, panel = gemm_tiles(m, n, lanes)
+    mp, np_ = -(-m // rows) * rows, -(-n // panel) * panel
+    b_batch = bv.shape[:-2]
+    b_pad = te.compute((*b_batch, kdim, np_), lambda *i: te.select(
+        i[-1] < n, tb[(*i[:-1], te.minimum(i[-1], n - 1))], te.const(0, bv.dtype)), "b_pad")
     r = te.reduce_axis(kdim, "k")
 
     def body(*idx):
-        batch = idx[:-2]
-        ai = _bcast_index(av.shape[:-2], batch) + (idx[-2], r)
-        bi = _bcast_index(bv.shape[:-2], batch) + (r, idx[-1])
-        return te.sum(ta[ai] * tb[bi], axis=r)
+        bat = idx[:-2]
+        ai = _bcast_index(av.shape[:-2], bat) + (te.minimum(idx[-2], m - 1), r)
+        bi = _bcast_index(b_batch, bat) + (r, idx[-1])
+        return te.sum(ta[ai] * b_pad[bi], axis=r)
 
-    out = te.compute(out_v.shape, body, "out")
+    acc = te.compute((*batch, mp, np_), body, "acc")
+    out = te.compute(out_v.shape, lambda *i: acc[i], "out")
     s = create_schedule(out)
-    schedule_reductions(s, [out], lanes)
+    pad_axes = s[b_pad].axis
+    s[b_pad].parallel(s[b_pad].fuse(*pad_axes[:-1]) if len(pad_axes) > 2 else pad_axes[0])
+    schedule_gemm(s, out, acc, rows, panel)
     return a.done("matmul", node, out, s, 2 * math.prod(out_v.shape) * kdim)
+
+
+#: the fewest rows a dense layer's default kernel computes as a GEMM (``Dense.kernel``)
+GEMM_MIN_ROWS = 2
+
+
+def dense_gemm_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+    """A dense layer ``x [M, K] @ W.T`` with its bias and epilogue, as register tiles of ``gemm_tiles`` (see
+    ``schedule_gemm``) over the output padded to whole tiles: the constant weights packed once, at compile time,
+    into panels ``[N'/panel, K, panel]`` (zero columns past N), rows past M reading the last one again; the bias and
+    epilogue computed on the real elements as they are stored."""
+    a = KernelArgs(g)
+    xv, out_v = g.values[node.inputs[0]], g.values[node.outputs[0]]
+    (m, kdim), n = xv.shape, out_v.shape[1]
+    w = g.constants.get(node.inputs[1])
+    if w is None:
+        raise NetworkCompileError(f"Dense '{node.name}': its weight must be a constant")
+    rows, panel = gemm_tiles(m, n, lanes)
+    mp, np_ = -(-m // rows) * rows, -(-n // panel) * panel
+    wide = np.zeros((np_, kdim), w.dtype)
+    wide[:n] = w
+    x = a.value(node.inputs[0], "data", (m, kdim))
+    wp = a.const(np.ascontiguousarray(wide.reshape(np_ // panel, panel, kdim).transpose(0, 2, 1)), "weight")
+    bias = a.value(node.inputs[2], "bias") if node.op.has_bias else None
+    operands = epilogue_operands(a, g, node)
+    r = te.reduce_axis(kdim, "k")
+    acc = te.compute((mp, np_), lambda i, j: te.sum(x[te.minimum(i, m - 1), r] * wp[j // panel, r, j % panel],
+                                                    axis=r), "acc")
+    base = te.compute((m, n), lambda i, j: acc[i, j], "acc_crop")
+    stages = epilogue_stages(base, node.op, bias, operands, lambda ax: ax)
+    out = stages[-1] if stages else base
+    s = create_schedule(out)
+    schedule_gemm(s, out, acc, rows, panel, inline=[base, *stages[:-1]] if stages else ())
+    return a.done("dense", node, out, s, 2 * m * n * kdim)
+
+
+def gemm_tiles(m: int, n: int, lanes: int) -> tuple[int, int]:
+    """``(rows, columns)`` of a GEMM's register tile: ``TILE_ROWS`` rows (fewer when ``m`` is), ``TILE_VECTORS``
+    vectors of columns (fewer when ``n`` fills fewer)."""
+    panel = min(TILE_VECTORS * lanes, -(-n // lanes) * lanes) if lanes > 1 else min(n, 8)
+    return min(TILE_ROWS, m), panel
+
+
+def schedule_gemm(s, out, acc, rows: int, panel: int, inline: Sequence = ()) -> None:
+    """``out[..., M, N]`` in register tiles of ``rows x panel`` accumulated by ``acc`` (``[..., M', N']``, padded to
+    whole tiles) over its one reduction: panels outermost (a panel of B, ``K x panel``, stays in cache while every
+    row tile reads it), in parallel with the batch; in a tile, K, then the rows unrolled, then the columns in vectors.
+    ``inline``: stages between ``acc`` and ``out`` (an epilogue), computed in place."""
+    for t in inline:
+        s[t].compute_inline()
+    *outer, y, x = s[out].axis
+    yo, yi = s[out].split(y, rows)
+    xo, xi = s[out].split(x, panel)
+    s[out].reorder(*outer, xo, yo, yi, xi)
+    s[out].parallel(s[out].fuse(*outer, xo) if outer else xo)
+    s[acc].compute_at(s[out], yo)
+    *_, ay, ax = s[acc].axis
+    (k,) = s[acc].reduce_axis
+    s[acc].reorder(k, ay, ax)
+    s[acc].unroll(ay)
+    s[acc].vectorize(ax)
 
 
 def _bcast_index(shape: tuple[int, ...], batch: tuple) -> tuple:
