@@ -154,7 +154,8 @@ class KernelArgs:
 # ------------------------------------------------------------------------------------------- schedules
 
 def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int = 1 << 14) -> None:
-    """Vectorize the innermost axis when it is whole vectors; run the outermost loop of more than one iteration in
+    """Vectorize the innermost axis when it is whole vectors or a long row (at least 4 vectors: the code generator
+    ends it with a shorter vector); run the outermost loop of more than one iteration in
     parallel (the outer axes fused first; only when the tensor is big enough to be worth threads), so that a
     ``[1, 128, 768]`` tensor splits its 128 rows. The two innermost axes stay loops of their own, so that the
     elements of a row are addressed without division."""
@@ -168,6 +169,8 @@ def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int =
         outer, vec = st.split(inner, lanes)
         st.vectorize(vec)
         loops = axes[:-1] + [outer]
+    elif lanes > 1 and inner.extent >= 4 * lanes:  # a long row of no whole vectors: vectors, then a shorter tail
+        st.vectorize(inner)
     parallel = next((a for a in loops if a.extent > 1), None)
     if math.prod(t.shape) >= min_parallel and parallel is not None:
         st.parallel(parallel)

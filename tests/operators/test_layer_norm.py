@@ -37,12 +37,19 @@ def test_layer_norm_equals_onnxruntime(shape, data, bias, offset, epsilon):
     expected = ort_run(m, {"x": x})[0]
     g = import_onnx(m)
     assert [type(n.op) for n in g.nodes] == [LayerNorm]
-    # the float64 reference is the tight oracle; onnxruntime loses digits on short rows far from zero (a row of
-    # two elements at offset 9 is off by 2e-4) and agrees within 1e-3
+    # the float64 reference is the oracle, within what float32 inputs allow: a row's mean is rounded to its
+    # elements' ulp, so x - mean carries that error, large next to a row's deviation when its few elements are far
+    # from zero and close together (two elements at offset 9 differing by 1e-3); onnxruntime agrees within 1e-3
     (norm,) = g.nodes
     exact = norm.op.reference(x.astype(np.float64), *(g.constants[i].astype(np.float64) for i in norm.inputs[1:]))
+    axes = tuple(range(norm.op.axis, len(shape)))
+    x64 = x.astype(np.float64)
+    spread = np.sqrt(x64.var(axis=axes, keepdims=True) + epsilon)
+    scale = np.abs(g.constants[norm.inputs[1]]).max()
+    bound = 1e-5 + 1e-4 * np.abs(exact) + 8 * np.finfo(np.float32).eps * np.abs(x64).max(axis=axes, keepdims=True) \
+        / spread * scale
     for got in (interpret(g, {"x": x})["y"], nw.compile(m)(x)):
-        assert_close(got, exact.astype(np.float32))
+        assert (np.abs(got - exact) <= bound).all(), float(np.max(np.abs(got - exact) - bound))
         np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
 
 

@@ -4,7 +4,6 @@ their epilogue (``matmul.dense_gemm_kernel``), equal onnxruntime for any shapes,
 remainders."""
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings, strategies as st
 
 import tensortune.network as nw
