@@ -104,7 +104,7 @@ def _tuner_options(p: argparse.ArgumentParser, help: str) -> None:
     """--tuner and --no-pretrained, shared by tune and tune-model."""
     from .autotvm.tune import TUNERS
 
-    p.add_argument("--tuner", choices=list(TUNERS), default="xgb", help=help)
+    p.add_argument("--tuner", choices=list(TUNERS), help=help)
     p.add_argument("--no-pretrained", action="store_true",
                    help="the xgb tuners start without the cost model shipped for the target's ISA and learn from "
                         "measurements alone: to compare, or when the shipped model misleads")
@@ -137,12 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("operator", nargs="?", help=f"one of {', '.join(OPERATORS)} (or use --workload)")
     t.add_argument("--shape", nargs="+", metavar="NAME=VALUE", help="shape parameters, e.g. M=512 N=512 K=512")
     t.add_argument("--workload", metavar="TABLE:NAME", help="a shipped workload, e.g. resnet18:C6 or mobilenet:D3")
-    t.add_argument("--template", help="schedule template (default: the operator's default template)")
+    t.add_argument("--template", help="schedule template (default: every template that computes the workload and "
+                                      "the template-free search share the trials; the fastest wins)")
+    t.add_argument("--search", choices=["all", "templates", "auto"],
+                   help="with no --template: 'auto' tunes without a template (sketches derived from the computation, "
+                        "evolutionary search); 'templates' shares the trials among the templates; 'all' (default) "
+                        "among the templates and the template-free search")
     t.add_argument("--target", metavar="TARGET",
                    help="the CPU to tune for, e.g. 'c -isa=neon -cores=2 -arch=aarch64' (default: this machine); "
                         "another architecture is cross-compiled and run under an emulator (qemu): results are "
                         "checked, timings mean nothing")
-    _tuner_options(t, "search strategy (default: xgb, the learned cost model; random: the model-free baseline)")
+    _tuner_options(t, "search strategy (default: xgb, the learned cost model steering simulated annealing, and for "
+                      "the template-free search evolution, the same model steering evolutionary search; random: "
+                      "the model-free baseline)")
     t.add_argument("--trials", type=positive_int, default=64, help="trials in total, the log's included (default 64)")
     t.add_argument("--log", required=True, metavar="FILE", help="tuning log (JSON lines); appended to, resumed from")
     t.add_argument("--threads", type=positive_int, help="threads of each measured kernel (default: all usable cores)")
@@ -333,7 +340,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .autotvm.tune import tune
     from .build import check_toolchain
 
-    task = _task_from_args(args)
+    tasks = _tasks_from_args(args)
+    task = tasks[0]
     check_toolchain(task.target)  # a missing cross compiler or emulator is one line now, not a failed trial each
     _check_log_writable(args.log)
     if args.history is not None and not os.path.isfile(args.history):
@@ -348,13 +356,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         with measurer:
-            result = tune(task, args.trials, tuner=args.tuner, batch_size=args.batch_size, measure=measurer.measure,
-                          log_file=args.log, early_stopping=args.early_stopping, progress=not args.quiet,
-                          seed=args.seed, history=args.history, pretrained=not args.no_pretrained)
+            if len(tasks) > 1:
+                return _tune_alternatives(args, tasks, measurer, start)
+            result = tune(task, args.trials, tuner=_tuner_of(args, task), batch_size=args.batch_size,
+                          measure=measurer.measure, log_file=args.log, early_stopping=args.early_stopping,
+                          progress=not args.quiet, seed=args.seed, history=args.history,
+                          pretrained=not args.no_pretrained)
     except ModuleNotFoundError as e:
         if e.name is None or e.name.startswith("tensortune"):
             raise
-        raise CLIError(f"the {args.tuner} tuner needs the package '{e.name}' (pip install {e.name})") from e
+        raise CLIError(f"the {_tuner_of(args, task)} tuner needs the package '{e.name}' (pip install {e.name})") from e
     except KeyboardInterrupt:
         _error(f"interrupted; the measured trials are in {args.log}: rerun the same command to resume")
         return EXIT_INTERRUPTED
@@ -364,7 +375,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     cfg = result.best_config
     summary = {
         "task": str(task), "workload": WorkloadCatalog().name_of(task), "workload_key": task.workload_key,
-        "template": task.name, "target": str(task.target), "tuner": args.tuner,
+        "template": task.name, "target": str(task.target), "tuner": _tuner_of(args, task),
         "best_gflops": result.best_gflops, "best_time_s": task.flops / (result.best_gflops * 1e9) if cfg else None,
         "best_config_index": result.best_index, "best_config": cfg.to_json() if cfg else None,
         "trials": len(result.history), "new_trials": result.n_measured,
@@ -381,6 +392,85 @@ def cmd_tune(args: argparse.Namespace) -> int:
         _error(f"no config ran successfully in {summary['trials']} trials; the error of each is in {args.log}")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _tuner_of(args: argparse.Namespace, task: Task) -> str:
+    """The tuner named, or by default the one for the task's kind of space (evolution for a template-free one)."""
+    from .autotvm.templates import AUTO_TEMPLATES
+
+    return args.tuner or ("evolution" if task.name in AUTO_TEMPLATES.values() else "xgb")
+
+
+def _tasks_from_args(args: argparse.Namespace) -> list[Task]:
+    """The task named (``--template``; ``--search auto``: the template-free one), else the tasks that share the
+    trials (every template for the target that computes the workload, and the template-free one)."""
+    from .autotvm.catalog import alternatives
+    from .autotvm.templates import AUTO_TEMPLATES
+
+    if args.template is not None and args.search is not None:
+        raise CLIError("give either --template or --search, not both")
+    task = _task_from_args(args)
+    if args.template is not None:
+        return [task]
+    tasks = alternatives(task)
+    auto = [t for t in tasks if t.name in AUTO_TEMPLATES.values()]
+    if args.search == "auto":
+        if not auto:
+            raise CLIError(f"no template-free search for {task}")
+        return auto
+    return [t for t in tasks if t not in auto] if args.search == "templates" else tasks
+
+
+def _tune_alternatives(args: argparse.Namespace, tasks: list[Task], measurer, start: float) -> int:
+    """Share ``args.trials`` among tasks computing one workload (the network tuner's scheduler, the tasks as one
+    layer's alternatives) and report each one's best and which won."""
+    from .autotvm.catalog import WorkloadCatalog
+    from .autotvm.record import load_records
+    from .autotvm.scheduler import TaskScheduler, WeightedTask
+
+    before = _records_of(args.log, tasks)
+    history = load_records(args.history) if args.history else ()
+    scheduler = TaskScheduler([WeightedTask(t, 1, group="workload") for t in tasks], args.trials,
+                              tuner=lambda task: _tuner_of(args, task), round_size=args.batch_size or 16,
+                              log_file=args.log, measure=measurer.measure, early_stopping=args.early_stopping,
+                              seed=args.seed, history=history, progress=not args.quiet,
+                              pretrained=not args.no_pretrained)
+    result = scheduler.run()
+    wall = time.perf_counter() - start
+    records = _records_of(args.log, tasks)
+    k = min(range(len(tasks)), key=lambda i: result.best_latency[i])
+    winner, found = tasks[k], result.best_latency[k] < math.inf
+    cfg = winner.config(result.best_index[k]) if found else None
+    rows = [{"template": t.name, "tuner": _tuner_of(args, t), "trials": n,
+             "best_gflops": t.flops / lat / 1e9 if lat < math.inf else 0.0}
+            for t, n, lat in zip(tasks, result.trials, result.best_latency)]
+    summary = {
+        "task": str(winner), "workload": WorkloadCatalog().name_of(winner), "workload_key": winner.workload_key,
+        "template": winner.name if found else None, "target": str(winner.target), "tuner": _tuner_of(args, winner),
+        "best_gflops": rows[k]["best_gflops"], "best_time_s": result.best_latency[k] if found else None,
+        "best_config_index": result.best_index[k], "best_config": cfg.to_json() if cfg else None,
+        "templates": rows, "trials": len(records), "new_trials": len(records) - len(before),
+        "resumed_trials": len(before), "failures": dict(Counter(r.error_kind.name for r in records if not r.ok)),
+        "stop_reason": result.stop_reason, "log": str(args.log), "wall_s": wall, "build_s": measurer.stats.build_s,
+        "run_s": measurer.stats.run_s, "emulated": any(r.emulated for r in records),
+        "workers": dict(getattr(measurer.stats, "workers", {})),
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        _print_tune_summary(summary)
+    if cfg is None and summary["trials"]:
+        _error(f"no config ran successfully in {summary['trials']} trials; the error of each is in {args.log}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _records_of(log: str, tasks: list[Task]) -> list:
+    from .autotvm.record import load_records
+
+    if not os.path.exists(log):
+        return []
+    return [r for r in load_records(log) if any(r.matches(t) for t in tasks)]
 
 
 def _task_from_args(args: argparse.Namespace) -> Task:
@@ -434,6 +524,10 @@ def _print_tune_summary(s: dict) -> None:
         print(f"config    #{s['best_config_index']}: {_fmt_config(s['best_config'])}")
     else:
         print("best      none (no trial succeeded)")
+    for row in s.get("templates", ()):
+        best = f"{row['best_gflops']:.2f} GFLOP/s" if row["best_gflops"] > 0 else "none succeeded"
+        won = "  <- fastest" if row["template"] == s["template"] else ""
+        print(f"  {row['template']:<30} {row['trials']:>5} trials  {best}{won}")
     print(f"trials    {s['trials']} ({s['new_trials']} measured now, {s['resumed_trials']} resumed from the log)"
           f"; {s['stop_reason']}")
     if s["failures"]:
@@ -813,7 +907,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         result = tune_model(args.model, args.trials, args.log, target, parse_input_shapes(args.shape),
-                            num_threads=args.threads, fresh_input=not args.warm_input, tuner=args.tuner,
+                            num_threads=args.threads, fresh_input=not args.warm_input, tuner=args.tuner or "xgb",
                             round_size=args.round_size, strategy=args.strategy, seed=args.seed,
                             progress=not args.quiet, pretrained=not args.no_pretrained)
     except KeyboardInterrupt:

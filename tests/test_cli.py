@@ -23,7 +23,8 @@ from tensortune.autotvm.catalog import WorkloadCatalog, create_task, task_from_w
 from tensortune.benchmarking.peers import time_peers
 from tensortune.ops.operator import check_output
 
-MATMUL = ["tune", "matmul", "--shape", "M=32", "N=32", "K=32", "--tuner", "random", "--quiet", "--seed", "1"]
+MATMUL = ["tune", "matmul", "--shape", "M=32", "N=32", "K=32", "--template", "matmul", "--tuner", "random", "--quiet",
+          "--seed", "1"]
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -290,9 +291,14 @@ def test_conv2d_shape_and_workload_name_the_same_task():
     assert catalog.name_of(matmul) is None and catalog.label(matmul) == str(matmul)
 
 
-def test_tune_defaults_to_the_xgb_tuner():
+def test_tune_defaults_to_the_xgb_tuner_and_to_evolution_without_a_template():
     args = cli.build_parser().parse_args(["tune", "matmul", "--shape", "M=8", "N=8", "K=8", "--log", "x"])
-    assert args.tuner == "xgb"
+    tasks = cli._tasks_from_args(args)
+    assert [t.name for t in tasks] == ["matmul", "auto_matmul"]
+    assert [cli._tuner_of(args, t) for t in tasks] == ["xgb", "evolution"]
+    args = cli.build_parser().parse_args(["tune", "matmul", "--shape", "M=8", "N=8", "K=8", "--log", "x",
+                                          "--tuner", "ga", "--search", "auto"])
+    assert [(t.name, cli._tuner_of(args, t)) for t in cli._tasks_from_args(args)] == [("auto_matmul", "ga")]
 
 
 @pytest.mark.parametrize("flag", [[], ["--no-pretrained"]])
@@ -302,8 +308,8 @@ def test_no_pretrained_keeps_the_shipped_cost_model_out_of_the_xgb_tuner(capsys,
 
     consulted = []
     monkeypatch.setattr(xgb, "pretrained_model", lambda target: consulted.append(target))
-    argv = ["tune", "matmul", "--shape", "M=16", "N=16", "K=16", "--trials", "4", "--batch-size", "4", "--quiet",
-            "--seed", "0", "--log", str(tmp_path / "mm.json"), "--json", *flag]
+    argv = ["tune", "matmul", "--shape", "M=16", "N=16", "K=16", "--template", "matmul", "--trials", "4",
+            "--batch-size", "4", "--quiet", "--seed", "0", "--log", str(tmp_path / "mm.json"), "--json", *flag]
     code, out, err = run(capsys, *argv)
     assert code == 0, err
     assert json.loads(out)["trials"] == 4

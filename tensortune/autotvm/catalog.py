@@ -53,6 +53,22 @@ def default_template(operator: str, target: Target) -> str:
                     f"(--template)" if fits else f"no template computes '{operator}' on '{target}'")
 
 
+def alternatives(task: Task) -> list[Task]:
+    """``task`` and the tasks of every other template for its target that computes its workload, in the table's
+    order (the template-free one included)."""
+    out = []
+    for name in templates_of(task.template.operator):
+        t = TEMPLATES[name]
+        if name == task.name:
+            out.append(task)
+        elif task.target.kind in t.targets and t.computes(task.workload):
+            try:
+                out.append(Task(t, task.workload, task.target))
+            except TaskError:
+                continue
+    return out
+
+
 def operator_of(template: str) -> str | None:
     """The operator a template computes (``conv2d`` for ``conv2d_nchwc``), or None."""
     t = TEMPLATES.get(template)

@@ -145,7 +145,8 @@ class NetworkTuneResult:
 class TaskScheduler:
     """Shares ``n_trial`` trials among ``tasks`` (see the module docstring); ``run()`` tunes them.
 
-    ``round_size`` trials make one round (one measured batch). ``alpha`` weighs the backward gradient
+    ``tuner``: a tuner's name, or a function giving each task's. ``round_size`` trials make one round (one
+    measured batch). ``alpha`` weighs the backward gradient
     against the forward estimate; ``window`` is how many rounds back the backward gradient looks;
     ``epsilon`` is the share of rounds given to a random unfinished task. ``pretrained=False``: the tuners start
     without the cost model shipped for the target's ISA, and learn from the other tasks' records instead.
@@ -154,8 +155,8 @@ class TaskScheduler:
     lets them take turns (``turns.run_in_turns``), so that none of them measures while another searches.
     """
 
-    def __init__(self, tasks: Sequence[WeightedTask | Task], n_trial: int, tuner: str = "xgb",
-                 round_size: int = 16, log_file: str | os.PathLike | None = None, measure: MeasureFn | None = None,
+    def __init__(self, tasks: Sequence[WeightedTask | Task], n_trial: int,
+                 tuner: str | Callable[[Task], str] = "xgb", round_size: int = 16, log_file: str | os.PathLike | None = None, measure: MeasureFn | None = None,
                  strategy: Strategy | str = Strategy.GRADIENT, early_stopping: int | None = None,
                  seed: int | None = None, alpha: float = 0.2, window: int = 3, epsilon: float = 0.05,
                  history: Sequence[Record] = (), progress: bool = True, pretrained: bool = True,
@@ -189,8 +190,8 @@ class TaskScheduler:
         start = time.perf_counter()
         with contextlib.ExitStack() as stack:
             with self.turn():
-                if isinstance(self.tuner_name, str) and issubclass(TUNERS.get(self.tuner_name, Tuner),
-                                                                   TRANSFER_TUNERS):
+                if any(isinstance(n, str) and issubclass(TUNERS.get(n, Tuner), TRANSFER_TUNERS)
+                       for n in map(self._tuner_of, self.items)):
                     self._feature_pool = spawn_pool(usable_cores())
                     stack.callback(self._feature_pool.shutdown, wait=False, cancel_futures=True)
                 states = [self._open(i, stack) for i in range(len(self.items))]
@@ -229,10 +230,13 @@ class TaskScheduler:
             display.close(f"network: {reason}; estimated latency {_fmt_latency(result.estimated_latency)}")
         return result
 
+    def _tuner_of(self, item: WeightedTask) -> str | Tuner:
+        return self.tuner_name(item.task) if callable(self.tuner_name) else self.tuner_name
+
     def _open(self, i: int, stack: contextlib.ExitStack) -> _TaskState:
         """Task ``i``'s tuner and run state, resumed from the log."""
         item = self.items[i]
-        tuner = make_tuner(self.tuner_name, item.task, None if self.seed is None else self.seed + i,
+        tuner = make_tuner(self._tuner_of(item), item.task, None if self.seed is None else self.seed + i,
                            feature_pool=self._feature_pool, pretrained=self.pretrained)
         stack.callback(tuner.close)
         run = TuningRun(item.task, tuner, self.n_trial, self.log_file, self.early_stopping)

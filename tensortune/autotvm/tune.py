@@ -20,7 +20,7 @@ from .progress import progress_display
 from .record import Record, append_records, load_records, task_records
 from .space import ConfigEntity
 from .task import Task
-from .tuner import GATuner, GridTuner, RandomTuner, Tuner, XGBRegTuner, XGBTuner
+from .tuner import EvolutionTuner, GATuner, GridTuner, RandomTuner, Tuner, XGBRegTuner, XGBTuner
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -31,7 +31,7 @@ MeasureFn = Callable[[list[MeasureInput]], list[MeasureResult]]
 Callback = Callable[[Tuner, list[MeasureInput], list[MeasureResult]], None]
 
 TUNERS: dict[str, type[Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner, "xgb": XGBTuner,
-                                   "xgb-reg": XGBRegTuner}
+                                   "xgb-reg": XGBRegTuner, "evolution": EvolutionTuner}
 #: tuners that learn from other workloads' records (``history=``)
 TRANSFER_TUNERS = (XGBTuner,)
 EMULATED_NOTE = "kernels ran under an emulator (another CPU architecture): results were checked, timings mean nothing"

@@ -17,6 +17,7 @@ from ..dtype import DType
 from ..errors import ShapeError
 from ..target import Target, TargetKind
 from ..schedule import Schedule, create_schedule
+from ..te import Tensor
 from .operator import Operator, Part
 from .schedule_helpers import largest_divisor, local_accumulator, simple_gpu_schedule
 
@@ -60,10 +61,18 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, r
     padded = (Mp, Np) != (M, N)
     acc_name = name if not (bias or relu or padded) else f"{name}_acc"
     C = te.compute((Mp, Np), lambda i, j: te.sum(A[row(i), k] * PB[j // bn, k, j % bn], axis=k), acc_name)
-    inputs = [A, B]
     stages = [C]
     if padded:
         stages.append(te.compute((M, N), lambda i, j: C[i, j], name if not (bias or relu) else f"{name}_crop"))
+    inputs = [A, B, *_epilogue(stages, dtype, bias, relu, name)]
+    return Operator(name, tuple(inputs), stages[-1], 2 * M * N * K, _reference(transpose_b, bias, relu), _schedule,
+                    parts={Part.PACKED_WEIGHT: PB, Part.ACCUMULATOR: C}, epilogue=tuple(stages[1:-1]))
+
+
+def _epilogue(stages: list[Tensor], dtype: str, bias: bool, relu: bool, name: str) -> list[Tensor]:
+    """Append the bias and ReLU stages to ``stages`` (the last one is named ``name``); the bias input, if any."""
+    M, N = stages[-1].shape
+    inputs = []
     if bias:
         bias_t = te.placeholder((N,), dtype, "bias")
         inputs.append(bias_t)
@@ -72,17 +81,19 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32", bias: bool = False, r
     if relu:
         prev = stages[-1]
         stages.append(te.compute((M, N), lambda i, j: te.maximum(prev[i, j], te.const(0, dtype)), name))
+    return inputs
 
+
+def _reference(transpose_b: bool, bias: bool, relu: bool):
     def reference(a, b, *rest):
-        r = a @ (b.T if transpose_b else b)
+        r = a.astype(np.float64) @ (b.T if transpose_b else b).astype(np.float64)
         if bias:
             r = r + rest[0]
         if relu:
             r = np.maximum(r, 0)
         return r.astype(a.dtype)
 
-    return Operator(name, tuple(inputs), stages[-1], 2 * M * N * K, reference, _schedule,
-                    parts={Part.PACKED_WEIGHT: PB, Part.ACCUMULATOR: C}, epilogue=tuple(stages[1:-1]))
+    return reference
 
 
 def dense(batch: int, in_features: int, out_features: int, dtype: str = "float32", bias: bool = True,
@@ -125,21 +136,23 @@ def _schedule(op: Operator, target: Target) -> Schedule:
     return s
 
 
-def matmul_nn(M: int, N: int, K: int, dtype: str = "float32", name: str = "matmul") -> Operator:
-    """``out = A @ B`` with ``A: [M, K]`` and ``B: [K, N]`` read in place (no packed panels): the GPU matmul,
-    whose tiles are staged in shared memory by the schedule instead."""
+def matmul_nn(M: int, N: int, K: int, dtype: str = "float32", name: str = "matmul", bias: bool = False,
+              relu: bool = False, transpose_b: bool = False) -> Operator:
+    """``out = A @ B (+ bias) (then ReLU)`` with ``A: [M, K]`` and ``B: [K, N]`` (``[N, K]`` if ``transpose_b``) read
+    in place (no packed panels): the GPU matmul, whose tiles are staged in shared memory by the schedule instead, and
+    the template-free search's, which finds its own tiling."""
     A = te.placeholder((M, K), dtype, "A")
-    B = te.placeholder((K, N), dtype, "B")
+    B = te.placeholder((N, K) if transpose_b else (K, N), dtype, "B")
     k = te.reduce_axis(K, "k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name)
-
-    def reference(a, b):
-        return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+    stages = [te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transpose_b else B[k, j]), axis=k),
+                         f"{name}_acc" if bias or relu else name)]
+    inputs = [A, B, *_epilogue(stages, dtype, bias, relu, name)]
 
     def schedule(op: Operator, target: Target) -> Schedule:
         return simple_gpu_schedule(op) if target.kind is TargetKind.CUDA else create_schedule(op.output)
 
-    return Operator(name, (A, B), C, 2 * M * N * K, reference, schedule, parts={Part.ACCUMULATOR: C})
+    return Operator(name, tuple(inputs), stages[-1], 2 * M * N * K, _reference(transpose_b, bias, relu), schedule,
+                    parts={Part.ACCUMULATOR: stages[0]}, epilogue=tuple(stages[1:-1]))
 
 
 __all__ = ["dense", "matmul", "matmul_nn"]
