@@ -405,6 +405,7 @@ def _tasks_from_args(args: argparse.Namespace) -> list[Task]:
     """The task named (``--template``; ``--search auto``: the template-free one), else the tasks that share the
     trials (every template for the target that computes the workload, and the template-free one)."""
     from .autotvm.catalog import alternatives
+    from .autotvm.task import TEMPLATES, Task
     from .autotvm.templates import AUTO_TEMPLATES
 
     if args.template is not None and args.search is not None:
@@ -412,13 +413,14 @@ def _tasks_from_args(args: argparse.Namespace) -> list[Task]:
     task = _task_from_args(args)
     if args.template is not None:
         return [task]
-    tasks = alternatives(task)
-    auto = [t for t in tasks if t.name in AUTO_TEMPLATES.values()]
     if args.search == "auto":
-        if not auto:
-            raise CLIError(f"no template-free search for {task}")
-        return auto
-    return [t for t in tasks if t not in auto] if args.search == "templates" else tasks
+        auto = TEMPLATES.get(AUTO_TEMPLATES.get(task.template.operator, ""))
+        if auto is None or task.target.kind not in auto.targets:
+            raise CLIError(f"the template-free search schedules {', '.join(AUTO_TEMPLATES)} for CPUs, not "
+                           f"{task.template.operator or task.name} on '{task.target}'")
+        return [Task(auto, task.workload, task.target)]
+    tasks = alternatives(task)
+    return [t for t in tasks if t.name not in AUTO_TEMPLATES.values()] if args.search == "templates" else tasks
 
 
 def _tune_alternatives(args: argparse.Namespace, tasks: list[Task], measurer, start: float) -> int:

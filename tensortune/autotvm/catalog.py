@@ -54,14 +54,15 @@ def default_template(operator: str, target: Target) -> str:
 
 
 def alternatives(task: Task) -> list[Task]:
-    """``task`` and the tasks of every other template for its target that computes its workload, in the table's
-    order (the template-free one included)."""
+    """``task`` and the tasks of every other template for its target that computes its workload in the same layout
+    (the same tensors in and out: a channel-blocked template is no alternative to an NCHW one, whose kernels
+    include the layout transforms), in the table's order (the template-free one included)."""
     out = []
     for name in templates_of(task.template.operator):
         t = TEMPLATES[name]
         if name == task.name:
             out.append(task)
-        elif task.target.kind in t.targets and t.computes(task.workload):
+        elif task.target.kind in t.targets and t.layout == task.template.layout and t.computes(task.workload):
             try:
                 out.append(Task(t, task.workload, task.target))
             except TaskError:

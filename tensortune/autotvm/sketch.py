@@ -25,10 +25,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import te
 from ..schedule import Axis, Schedule, StageHandle, create_schedule
 from ..target import Target
-from ..te.expr import TensorRead, walk
-from ..te.tensor import ComputeOp, Tensor
+from ..te.expr import IterVar, TensorRead, Var, free_vars, transform, walk
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 #: Ansor's ``auto_unroll_max_step`` values: unroll the innermost loops while their iterations are at most this
 UNROLL_STEPS = (0, 16, 64, 512)
@@ -73,9 +74,47 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
     sketch = derive(output)
     target: Target = cfg.target
     lanes = max(1, target.lanes(output.dtype))
-    s = create_schedule(output)
     for name in sketch.producers:
         cfg.define_knob(f"{name}.at", ["inline", "root"])
+    if sketch.anchor is None:
+        s = create_schedule(output)
+        _place(cfg, s, sketch, ())
+        _elementwise_output(s[output.name], lanes)
+        return s
+    anchor = _stage_tensor(output, sketch.anchor)
+    spatial, reduce = anchor.op.axes, anchor.op.reduce_axes
+    vectors = [spatial[-1].name] + [a.name for a in spatial[:-1] if a.extent > 1 and lanes > 1]
+    for a in spatial:
+        cfg.define_split(f"tile_{a.name}", a.extent, num_outputs=4, policy="tiles",
+                         inner=_register_tiles(a.extent, lanes if a.name in vectors else 1,
+                                               scalar=a is not spatial[-1] or len(vectors) > 1))
+    for r in reduce:
+        cfg.define_split(f"tile_{r.name}", r.extent, num_outputs=2)
+    if len(vectors) > 1:
+        cfg.define_knob("vector_axis", vectors)
+    cfg.define_knob("parallel", list(range(1, len(spatial) + 1)))
+    cfg.define_knob("unroll", list(UNROLL_STEPS))
+    if sketch.fusable:
+        cfg.define_knob("fuse", [True, False])
+    cfg.add_filter(lambda c: _fits(c, spatial, lanes, target))
+    tiles = {a.name: cfg[f"tile_{a.name}"].size for a in spatial}
+    vector = cfg["vector_axis"] if len(vectors) > 1 else spatial[-1].name
+    computed, packed = _rewrite(output, anchor, vector, tiles[vector][-1])
+    s = create_schedule(computed)
+    roles = derive(computed)
+    _place(cfg, s, sketch, packed)
+    if sketch.fusable and cfg["fuse"]:
+        acc = s.cache_write(roles.anchor, "local") if roles.anchor == roles.output else roles.anchor
+        _fused(cfg, s[computed.name], s[acc], [tiles[a.name] for a in spatial])
+    else:
+        _in_place(cfg, s[roles.anchor])
+        if roles.anchor != roles.output:
+            _elementwise_output(s[computed.name], lanes)
+    return s
+
+
+def _place(cfg, s: Schedule, sketch: Sketch, packed) -> None:
+    """Inline or compute at the root the stages that are neither the anchor nor the output."""
     for name in sketch.inlined:
         s[name].compute_inline()
     for name in sketch.producers:
@@ -83,39 +122,93 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
             s[name].compute_inline()
         else:
             _root(s[name])
-    for name in sketch.roots:
+    for name in (*sketch.roots, *packed):
         _root(s[name])
-    if sketch.anchor is None:
-        _elementwise_output(s[output.name], lanes)
-        return s
-    anchor = s[sketch.anchor]
-    spatial, reduce = anchor.axis, anchor.reduce_axis
-    for i, ax in enumerate(spatial):
-        cfg.define_split(f"tile_{ax.name}", ax.extent, num_outputs=4, policy="tiles",
-                         inner=_register_tiles(ax.extent, lanes if i == len(spatial) - 1 else 1))
-    for r in reduce:
-        cfg.define_split(f"tile_{r.name}", r.extent, num_outputs=2)
-    cfg.define_knob("parallel", list(range(1, len(spatial) + 1)))
-    cfg.define_knob("unroll", list(UNROLL_STEPS))
-    if sketch.fusable:
-        cfg.define_knob("fuse", [True, False])
-    cfg.add_filter(lambda c: _fits(c, spatial, lanes, target))
-    tiles = [cfg[f"tile_{ax.name}"].size for ax in spatial]
-    if sketch.fusable and cfg["fuse"]:
-        if sketch.anchor == sketch.output:
-            anchor = s[s.cache_write(sketch.anchor, "local")]
-        _fused(cfg, s[output.name], anchor, tiles)
-    else:
-        _in_place(cfg, anchor)
-        if sketch.anchor != sketch.output:
-            _elementwise_output(s[output.name], lanes)
-    return s
+
+
+# ------------------------------------------------------------------------- the layout of the register tile
+
+def _rewrite(output: Tensor, anchor: Tensor, vector: str, tile: int) -> tuple[Tensor, tuple[str, ...]]:
+    """The computation of ``output`` with the anchor's register tile vectorized along axis ``vector``: the anchor's
+    axes reordered so that ``vector`` is innermost (its local buffer then holds the tile's vectors contiguously;
+    an anchor that is the output itself becomes a stage of its own, which the output reads back in its layout), and
+    each input the anchor reads along ``vector`` in a dimension that is not its innermost repacked so that tiles of
+    ``tile`` along it are (Ansor's layout rewrite of a constant operand; here computed at the root, in the kernel).
+    Returns the new output and the names of the packed stages."""
+    axes = anchor.op.axes
+    v = next(a.var for a in axes if a.name == vector)
+    order = tuple(k for k, a in enumerate(axes) if a.name != vector) + tuple(k for k, a in enumerate(axes)
+                                                                            if a.name == vector)
+    packs: dict[str, Tensor] = {}
+
+    def pack(n):
+        if not (isinstance(n, TensorRead) and isinstance(n.tensor.op, PlaceholderOp)) or tile <= 1:
+            return n
+        dims = [d for d, e in enumerate(n.indices) if isinstance(e, Var) and e is v]
+        if len(dims) != 1 or dims[0] == len(n.indices) - 1 or v in free_vars(n.indices[-1]):
+            return n
+        d = dims[0]
+        packed = packs.get(n.tensor.name) or packs.setdefault(n.tensor.name, _packed(n.tensor, d, tile))
+        if packed.shape[d] != -(-n.tensor.shape[d] // tile):  # read along another dimension elsewhere
+            return n
+        return TensorRead(packed, n.indices[:d] + (v // tile,) + n.indices[d + 1:] + (v % tile,))
+
+    permuted = order != tuple(range(len(axes)))
+    body = transform(anchor.op.body, pack)
+    if not permuted and not packs:
+        return output, ()
+    name = f"{anchor.name}.t" if permuted and anchor is output else anchor.name
+    new_axes = tuple(axes[k] for k in order)
+    rebuilt = {anchor.name: Tensor(tuple(a.extent for a in new_axes), anchor.dtype, ComputeOp(name, new_axes, body))}
+    if anchor is output:
+        return (_read_back(output, rebuilt[anchor.name], order) if permuted else rebuilt[anchor.name]), \
+            tuple(t.name for t in packs.values())
+
+    def redirect(n):
+        if isinstance(n, TensorRead) and n.tensor.name in rebuilt:
+            idx = tuple(n.indices[k] for k in order) if n.tensor.name == anchor.name and permuted else n.indices
+            return TensorRead(rebuilt[n.tensor.name], idx)
+        return n
+
+    for t in _topo(output):
+        if isinstance(t.op, ComputeOp) and t.name not in rebuilt and any(
+                i.name in rebuilt for i in t.op.inputs()):
+            rebuilt[t.name] = Tensor(t.shape, t.dtype, ComputeOp(t.name, t.op.axes, transform(t.op.body, redirect),
+                                                                 t.op.scan_axis))
+    return rebuilt[output.name], tuple(t.name for t in packs.values())
+
+
+def _packed(x: Tensor, d: int, tile: int) -> Tensor:
+    """``x`` with dimension ``d`` split into tiles of ``tile``, the tile moved innermost (past the end: the last
+    element again)."""
+    n = x.shape[d]
+    shape = x.shape[:d] + (-(-n // tile),) + x.shape[d + 1:] + (tile,)
+
+    def element(*j):
+        i = j[d] * tile + j[-1]
+        return x[j[:d] + (te.minimum(i, n - 1) if n % tile else i,) + j[d + 1:-1]]
+
+    return te.compute(shape, element, f"{x.name}_packed")
+
+
+def _read_back(output: Tensor, src: Tensor, order: tuple[int, ...]) -> Tensor:
+    """A stage named as ``output`` that reads ``src`` (``output`` with its axes in ``order``) in ``output``'s
+    layout."""
+    axes = tuple(IterVar(Var(a.name), a.extent) for a in output.op.axes)
+    body = TensorRead(src, tuple(axes[k].var for k in order))
+    return Tensor(output.shape, output.dtype, ComputeOp(output.name, axes, body))
+
+
+def _stage_tensor(output: Tensor, name: str) -> Tensor:
+    return next(t for t in _topo(output) if t.name == name)
 
 
 # ------------------------------------------------------------------------- the two tilings of the anchor
 
 def _fused(cfg, out: StageHandle, acc: StageHandle, tiles: list[tuple[int, ...]]) -> None:
-    """S0 S1 over the output's loops, the anchor computed inside S1 into a local buffer: R0 S2 R1 S3."""
+    """S0 S1 over the output's loops, the anchor computed inside S1 into a local buffer: R0 S2 R1 S3 (``tiles``:
+    the tile sizes of the output's axes, in order; the anchor's axes, in whatever order, take those of their
+    names)."""
     levels: list[list[Axis]] = [[], [], []]
     for ax, (_, s1, s2, s3) in zip(out.axis, tiles):
         rest, inner = out.split(ax, s2 * s3)
@@ -127,7 +220,8 @@ def _fused(cfg, out: StageHandle, acc: StageHandle, tiles: list[tuple[int, ...]]
     if levels[2][-1].extent > 1:
         out.vectorize(levels[2][-1])
     acc.compute_at(out, levels[1][-1])
-    s2, s3 = zip(*[acc.split(ax, t[3]) for ax, t in zip(acc.axis, tiles)])
+    s3_of = {ax.name: cfg[f"tile_{ax.name}"].size[3] for ax in acc.axis}
+    s2, s3 = zip(*[acc.split(ax, s3_of[ax.name]) for ax in acc.axis])
     r0, r1 = _split_reductions(cfg, acc)
     acc.reorder(*r0, *s2, *r1, *s3)
     _annotate_inner(acc, list(r1) + list(s3), cfg["unroll"])
@@ -199,22 +293,22 @@ def _root(stage: StageHandle) -> None:
 
 # ------------------------------------------------------------------------- rules' helpers
 
-def _register_tiles(extent: int, lanes: int) -> list[int]:
-    """Candidate register-tile sizes of an axis: small ones, or for the vectorized axis whole vectors (up to
-    ``MAX_VECTORS``) and the divisors of the extent up to that width."""
-    if lanes == 1:
-        sizes = set(SCALAR_TILES)
-    else:
+def _register_tiles(extent: int, lanes: int, scalar: bool = True) -> list[int]:
+    """Candidate register-tile sizes of an axis: small ones (``scalar``), and where it may be vectorized (``lanes``
+    > 1) whole vectors up to ``MAX_VECTORS`` and the divisors of the extent up to that width."""
+    sizes = set(SCALAR_TILES) if scalar or lanes == 1 else set()
+    if lanes > 1:
         widest = MAX_VECTORS * lanes
-        sizes = {lanes * v for v in range(1, MAX_VECTORS + 1)} | {d for d in range(1, widest + 1) if extent % d == 0}
+        sizes |= {lanes * v for v in range(1, MAX_VECTORS + 1)} | {d for d in range(1, widest + 1) if extent % d == 0}
     return sorted(t for t in sizes if t <= extent) or [extent]
 
 
-def _fits(cfg, spatial: tuple[Axis, ...], lanes: int, target: Target) -> bool:
-    """The register tile's accumulators fit the target's vector registers."""
-    sizes = [cfg[f"tile_{ax.name}"].size[-1] for ax in spatial]
-    vectors = -(-sizes[-1] // lanes)
-    return math.prod(sizes[:-1]) * vectors <= target.max_accumulators(vectors)
+def _fits(cfg, spatial, lanes: int, target: Target) -> bool:
+    """The register tile's accumulators (vectors along the vectorized axis) fit the target's vector registers."""
+    vector = cfg["vector_axis"] if "vector_axis" in cfg.space.knobs else spatial[-1].name
+    sizes = {a.name: cfg[f"tile_{a.name}"].size[-1] for a in spatial}
+    vectors = -(-sizes.pop(vector) // lanes)
+    return math.prod(sizes.values()) * vectors <= target.max_accumulators(vectors)
 
 
 def _elementwise(t: Tensor) -> bool:
@@ -222,18 +316,25 @@ def _elementwise(t: Tensor) -> bool:
 
 
 def _fusable(anchor: Tensor, output: Tensor, stages: list[Tensor]) -> bool:
-    """Whether every stage between the anchor and the output is elementwise over the anchor's shape and reads its
-    producers on that path at its own index (so an output tile needs exactly the same tile of the anchor)."""
+    """Whether every stage between the anchor and the output is elementwise and reads its producers on that path
+    at its own index, its axes in some order (so an output tile needs exactly one tile of the anchor)."""
     path = {anchor.name}
     for t in stages[stages.index(anchor) + 1:]:
         reads = [n for n in walk(t.op.body) if isinstance(n, TensorRead) and n.tensor.name in path]
         if not reads:
             continue
-        own = tuple(a.var for a in t.op.axes)
-        if not _elementwise(t) or t.shape != anchor.shape or any(r.indices != own for r in reads):
+        if not _elementwise(t) or not all(_reads_a_tile(r, t.op.axes) for r in reads):
             return False
         path.add(t.name)
     return output.name in path
+
+
+def _reads_a_tile(read: TensorRead, axes) -> bool:
+    """``read`` indexes its tensor by the ``axes``' variables, each once, each over its whole extent."""
+    extent = {a.var: a.extent for a in axes}
+    idx = read.indices
+    return len(idx) == len(axes) and len(set(idx)) == len(idx) and all(
+        isinstance(i, Var) and extent.get(i) == n for i, n in zip(idx, read.tensor.shape))
 
 
 def _topo(output: Tensor) -> list[Tensor]:

@@ -343,8 +343,8 @@ class _VectorExpr(Visitor):
         self.gen, self.v, self.base, self.n, self.dry = gen, v, base, n, dry
 
     def visit(self, e: Expr) -> tuple[str, bool]:
-        if self.v not in free_vars(e):
-            return ("" if self.dry else self.gen.expr(e)), False
+        if self.v not in free_vars(e):  # a scalar operand, parenthesized unless atomic (a padding test's ``?:``)
+            return ("" if self.dry else self.gen.scalar.wrap(e, 10)), False
         return super().visit(e)
 
     def visit_Load(self, e: Load) -> tuple[str, bool]:

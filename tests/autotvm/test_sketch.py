@@ -22,7 +22,7 @@ from tensortune.lower import lower
 from tensortune.ops import conv2d_nchw, depthwise_conv2d_nchw, matmul_nn
 
 HOST = tt.Target.host()
-CONFIGS = 2  # random configs built per drawn computation
+CONFIGS = 3  # random configs built per drawn computation
 
 
 def check_sketch(output: te.Tensor, inputs: list[te.Tensor], reference, seed: int) -> ConfigSpace:
@@ -178,3 +178,18 @@ def test_tune_shares_its_trials_among_templates_and_reports_which_won(tmp_path, 
     assert cli.main(argv + ["--trials", "8"]) == 0  # resumed: nothing left to measure
     again = json.loads(capsys.readouterr().out)
     assert again["resumed_trials"] == 8 and again["new_trials"] == 0
+
+
+def test_alternatives_are_the_templates_of_the_same_tensors_and_search_auto_takes_any_workload():
+    def names(*argv):
+        return [t.name for t in cli._tasks_from_args(cli.build_parser().parse_args(["tune", *argv, "--log", "x"]))]
+
+    conv = ["conv2d", "--shape", "IC=64", "OC=64", "H=56", "W=56", "K=3", "pad=1"]
+    assert names(*conv) == ["conv2d_nchwc", "conv2d_nchw_spatial_pack", "conv2d_winograd_nchw", "auto_conv2d"]
+    assert names(*conv, "--search", "templates") == names(*conv)[:-1]
+    assert names(*conv, "groups=4") == ["conv2d_nchwc_packed"]  # the only template of grouped ones (NCHWc)
+    assert names(*conv, "groups=4", "--search", "auto") == ["auto_conv2d"]
+    with pytest.raises(cli.CLIError, match="for CPUs"):
+        names(*conv, "--search", "auto", "--target", "cuda -arch=sm_90")
+    with pytest.raises(cli.CLIError, match="either --template or --search"):
+        names(*conv, "--search", "auto", "--template", "conv2d_nchwc")
