@@ -304,10 +304,15 @@ def _register_tiles(extent: int, lanes: int, scalar: bool = True) -> list[int]:
 
 
 def _fits(cfg, spatial, lanes: int, target: Target) -> bool:
-    """The register tile's accumulators (vectors along the vectorized axis) fit the target's vector registers."""
+    """The register tile is vectors along the vectorized axis (whole vectors, or a divisor of its extent) by a few
+    rows of the others (``SCALAR_TILES``), and its accumulators fit the target's vector registers."""
     vector = cfg["vector_axis"] if "vector_axis" in cfg.space.knobs else spatial[-1].name
     sizes = {a.name: cfg[f"tile_{a.name}"].size[-1] for a in spatial}
-    vectors = -(-sizes.pop(vector) // lanes)
+    width = sizes.pop(vector)
+    extent = next(a.extent for a in spatial if a.name == vector)
+    if lanes > 1 and width % lanes and extent % width or any(t not in SCALAR_TILES for t in sizes.values()):
+        return False
+    vectors = -(-width // lanes)
     return math.prod(sizes.values()) * vectors <= target.max_accumulators(vectors)
 
 
