@@ -9,16 +9,20 @@ template. ``derive`` applies its CPU rules to the stages of an operator, from th
 * the elementwise stages between the anchor and the output are inlined into the output, and the anchor is computed
   inside the output's S1 tile into a local buffer (consumer fusion; a cache write when the anchor is the output
   itself). A second sketch tiles the anchor in place at the root instead (the knob ``fuse``);
-* an elementwise stage the anchor reads (zero padding, a repacked operand) is inlined or computed once at the root
-  (a knob per stage: ``<stage>.at``);
+* an elementwise stage the anchor reads more than once (zero padding, which every output channel reads) is computed
+  once at the root; one it reads once per output is inlined;
 * other elementwise stages are always inlined; other reductions and scans run at the root, in parallel.
+
+The register tile is vectors along one axis (the knob ``vector_axis``: the innermost, or one that indexes an input
+alone), by a few rows of the others. ``_rewrite`` reorders the anchor's axes so that axis is innermost (its local
+buffer then holds whole vectors) and repacks each input read along it in an outer dimension so that tiles of the
+vector width are contiguous (Ansor's layout rewrite of a constant operand; computed at the root, in the kernel).
 
 ``schedule_sketch`` declares the annotations as knobs of an ordinary config space, so the existing tuners, cost model,
 log format and measurers serve it unchanged: the four tile sizes of each spatial axis (``tile_<axis>``; the innermost
 one need not divide the extent: the last tile is guarded), the two of each reduction axis, how many outer S0 loops
 are fused and run in parallel (``parallel``), how many steps of the innermost loops are unrolled (``unroll``,
-Ansor's ``auto_unroll_max_step``). The innermost spatial tile is vectorized. A config replays to the same steps, and
-so to the same C.
+Ansor's ``auto_unroll_max_step``). A config replays to the same steps, and so to the same C.
 """
 from __future__ import annotations
 
@@ -43,8 +47,9 @@ MAX_VECTORS = 4
 class Sketch:
     """The structure of a template-free schedule (names of stages): the ``anchor`` tiled on several levels (None
     when the computation has no reduction), whether it can be computed inside output tiles (``fusable``), the
-    stages it reads that may be computed once at the root instead of inlined (``producers``), the stages that
-    always run at the root (other reductions, scans) and those always inlined."""
+    elementwise stages it reads more than once, computed once at the root rather than inlined into its inner loop
+    (``producers``), the stages that run at the root for want of a better place (other reductions, scans) and
+    those always inlined."""
 
     output: str
     anchor: str | None
@@ -61,11 +66,19 @@ def derive(output: Tensor) -> Sketch:
     anchor = reductions[-1] if reductions else None
     fusable = anchor is not None and (anchor is output or _fusable(anchor, output, stages))
     fixed = {output.name} | ({anchor.name} if anchor is not None else set())
-    producers = tuple(t.name for t in anchor.op.inputs() if _elementwise(t) and t.name not in fixed) \
-        if anchor is not None else ()
+    producers = tuple(t.name for t in anchor.op.inputs() if _elementwise(t) and t.name not in fixed
+                      and _reused(t, anchor)) if anchor is not None else ()
     roots = tuple(t.name for t in stages if t.name not in fixed and not _elementwise(t))
     inlined = tuple(t.name for t in stages if t.name not in fixed and t.name not in producers and _elementwise(t))
     return Sketch(output.name, anchor.name if anchor is not None else None, fusable, producers, roots, inlined)
+
+
+def _reused(t: Tensor, anchor: Tensor) -> bool:
+    """Whether ``anchor`` reads elements of ``t`` more than once: some read of it leaves out one of the anchor's
+    spatial axes (zero padding, which every output channel of a convolution reads)."""
+    axes = {a.var for a in anchor.op.axes if a.extent > 1}
+    return any(isinstance(n, TensorRead) and n.tensor.name == t.name
+               and not axes <= set().union(*map(free_vars, n.indices)) for n in walk(anchor.op.body))
 
 
 def schedule_sketch(cfg, output: Tensor) -> Schedule:
@@ -74,8 +87,6 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
     sketch = derive(output)
     target: Target = cfg.target
     lanes = max(1, target.lanes(output.dtype))
-    for name in sketch.producers:
-        cfg.define_knob(f"{name}.at", ["inline", "root"])
     if sketch.anchor is None:
         s = create_schedule(output)
         _place(cfg, s, sketch, ())
@@ -83,7 +94,8 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
         return s
     anchor = _stage_tensor(output, sketch.anchor)
     spatial, reduce = anchor.op.axes, anchor.op.reduce_axes
-    vectors = [spatial[-1].name] + [a.name for a in spatial[:-1] if a.extent > 1 and lanes > 1]
+    vectors = [spatial[-1].name] + [a.name for a in spatial[:-1] if a.extent > 1 and lanes > 1
+                                    and _contiguous_along(anchor, a.var)]
     for a in spatial:
         cfg.define_split(f"tile_{a.name}", a.extent, num_outputs=4, policy="tiles",
                          inner=_register_tiles(a.extent, lanes if a.name in vectors else 1,
@@ -117,12 +129,7 @@ def _place(cfg, s: Schedule, sketch: Sketch, packed) -> None:
     """Inline or compute at the root the stages that are neither the anchor nor the output."""
     for name in sketch.inlined:
         s[name].compute_inline()
-    for name in sketch.producers:
-        if cfg[f"{name}.at"] == "inline":
-            s[name].compute_inline()
-        else:
-            _root(s[name])
-    for name in (*sketch.roots, *packed):
+    for name in (*sketch.producers, *sketch.roots, *packed):
         _root(s[name])
 
 
@@ -197,6 +204,13 @@ def _read_back(output: Tensor, src: Tensor, order: tuple[int, ...]) -> Tensor:
     axes = tuple(IterVar(Var(a.name), a.extent) for a in output.op.axes)
     body = TensorRead(src, tuple(axes[k].var for k in order))
     return Tensor(output.shape, output.dtype, ComputeOp(output.name, axes, body))
+
+
+def _contiguous_along(anchor: Tensor, v: Var) -> bool:
+    """Whether some read of the anchor can be made contiguous along ``v``: ``v`` alone indexes one of the input's
+    dimensions (the layout rewrite moves it innermost), or the innermost."""
+    return any(isinstance(n, TensorRead) and any(isinstance(i, Var) and i is v for i in n.indices)
+               for n in walk(anchor.op.body))
 
 
 def _stage_tensor(output: Tensor, name: str) -> Tensor:

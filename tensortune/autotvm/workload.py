@@ -133,8 +133,67 @@ class DepthwiseConv2d(Workload):
     dtype: str = "float32"
 
 
+@dataclass(frozen=True)
+class BatchMatmul(Workload):
+    """``C[b] = A[b] @ B[b]`` for ``batch`` products of ``[M, K]`` by ``[K, N]`` (``transpose_b``: B stored
+    ``[batch, N, K]``), as attention computes its scores and its weighted values."""
+
+    operator = "batch_matmul"
+    always = 4
+    batch: int
+    M: int
+    N: int
+    K: int
+    dtype: str = "float32"
+    transpose_b: bool = False
+
+
+@dataclass(frozen=True)
+class ConvTranspose2d(Workload):
+    """Transposed convolution of ``N`` images of ``C`` channels, ``H x W``, into ``O`` channels by ``K x K``
+    filters: equal strides and padding on every side, ``output_padding`` more rows and columns at the end."""
+
+    operator = "conv2d_transpose"
+    always = 8
+    parameters = {"N": "N", "IC": "C", "H": "H", "W": "W", "OC": "O", "K": "K", "stride": "stride", "pad": "pad"}
+    N: int
+    C: int
+    H: int
+    W: int
+    O: int  # noqa: E741
+    K: int
+    stride: int = 1
+    pad: int = 0
+    dtype: str = "float32"
+    output_padding: int = 0
+
+
+@dataclass(frozen=True)
+class Softmax(Workload):
+    """Softmax along each of ``M`` rows of ``N`` (attention's ``[heads, sequence, sequence]`` as ``heads x
+    sequence`` rows)."""
+
+    operator = "softmax"
+    always = 2
+    M: int
+    N: int
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class LayerNorm(Workload):
+    """Layer normalization along each of ``M`` rows of ``N``, with a scale and a shift of ``N`` (epsilon 1e-5)."""
+
+    operator = "layer_norm"
+    always = 2
+    M: int
+    N: int
+    dtype: str = "float32"
+
+
 #: workload kinds by operator (``tensortune tune OPERATOR``)
-OPERATORS: dict[str, type[Workload]] = {w.operator: w for w in (Matmul, Conv2d, DepthwiseConv2d)}
+OPERATORS: dict[str, type[Workload]] = {w.operator: w for w in (Matmul, Conv2d, DepthwiseConv2d, BatchMatmul,
+                                                                 ConvTranspose2d, Softmax, LayerNorm)}
 
 
 @dataclass(frozen=True)

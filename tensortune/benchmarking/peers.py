@@ -139,7 +139,7 @@ def _worker_main() -> int:
 
 def peers_of(task: Task) -> list[tuple[str, PeerFactory]]:
     """The peer implementations of the task's operator: (name, factory of a call returning the output)."""
-    from ..autotvm.workload import Conv2d, DepthwiseConv2d, Matmul
+    from ..autotvm.workload import BatchMatmul, Conv2d, ConvTranspose2d, DepthwiseConv2d, LayerNorm, Matmul, Softmax
 
     wl = task.workload
     if isinstance(wl, Matmul):
@@ -150,12 +150,29 @@ def peers_of(task: Task) -> list[tuple[str, PeerFactory]]:
         return [("torch", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=False)),
                 ("torch_channels_last", lambda c, t: _torch_conv(c, t, stride, pad, groups, channels_last=True)),
                 ("onnxruntime", lambda c, t: _onnx_conv(c, t, stride, pad, groups))]
+    if wl.dtype != "float32":
+        return []
+    if isinstance(wl, BatchMatmul):  # both operands at run time (attention's); B transposed by a node ORT folds in
+        nodes = ([("Transpose", ["B"], ["BT"], {"perm": [0, 2, 1]}), ("MatMul", ["A", "BT"], ["Y"], {})]
+                 if wl.transpose_b else [("MatMul", ["A", "B"], ["Y"], {})])
+        ort = ("onnxruntime", lambda c, t: _onnx_graph(c, t, ["A", "B"], [], nodes))
+        return [ort] if wl.transpose_b else [("numpy", _numpy_matmul), ort]
+    if isinstance(wl, ConvTranspose2d):
+        attrs = {"kernel_shape": [wl.K, wl.K], "strides": [wl.stride] * 2, "pads": [wl.pad] * 4,
+                 "output_padding": [wl.output_padding] * 2}
+        return [("onnxruntime", lambda c, t: _onnx_graph(c, t, ["X"], ["W"], [("ConvTranspose", ["X", "W"], ["Y"],
+                                                                                 attrs)]))]
+    if isinstance(wl, Softmax):
+        return [("onnxruntime", lambda c, t: _onnx_graph(c, t, ["X"], [], [("Softmax", ["X"], ["Y"], {"axis": -1})]))]
+    if isinstance(wl, LayerNorm):
+        node = ("LayerNormalization", ["X", "G", "B"], ["Y"], {"axis": -1, "epsilon": 1e-5})
+        return [("onnxruntime", lambda c, t: _onnx_graph(c, t, ["X"], ["G", "B"], [node], opset=17))]
     return []
 
 
 def _numpy_matmul(canonical: list[np.ndarray], threads: int) -> Callable[[], np.ndarray]:
     a, b = canonical
-    c = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    c = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), a.dtype)
     return lambda: np.matmul(a, b, out=c)  # BLAS threads: OPENBLAS_NUM_THREADS etc. set by the parent
 
 
@@ -191,25 +208,36 @@ def _torch_conv(canonical, threads: int, stride: int, pad: int, groups: int,
 
 def _onnx_conv(canonical, threads: int, stride: int, pad: int, groups: int) -> Callable[[], np.ndarray]:
     """One Conv node with the weights as an initializer (constant, as in a deployed model)."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
+    attrs = {"kernel_shape": list(canonical[1].shape[2:]), "strides": [stride, stride], "pads": [pad] * 4,
+             "group": groups}
+    return _onnx_graph(canonical, threads, ["X"], ["W"], [("Conv", ["X", "W"], ["Y"], attrs)])
 
-    x, w = canonical
-    out_shape = (x.shape[0], w.shape[0], (x.shape[2] + 2 * pad - w.shape[2]) // stride + 1,
-                 (x.shape[3] + 2 * pad - w.shape[3]) // stride + 1)
-    node = helper.make_node("Conv", ["X", "W"], ["Y"], kernel_shape=list(w.shape[2:]), strides=[stride, stride],
-                            pads=[pad] * 4, group=groups)
-    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
-                              [numpy_helper.from_array(w, "W")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+def _onnx_graph(canonical, threads: int, inputs: list[str], constants: list[str], nodes: list[tuple],
+                opset: int = 13) -> Callable[[], np.ndarray]:
+    """A graph of ``nodes`` (op type, inputs, outputs, attributes) whose output is ``Y``: the canonical arrays are
+    its run-time ``inputs``, then its ``constants`` (initializers, as a deployed model's weights are). The output's
+    shape comes from ONNX shape inference."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+    feeds = dict(zip(inputs, canonical))
+    graph = helper.make_graph([helper.make_node(op, ins, outs, **attrs) for op, ins, outs, attrs in nodes], "peer",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in feeds.items()],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in zip(constants, canonical[len(inputs):])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = min(model.ir_version, 8)  # readable by older onnxruntime releases too
+    inferred = shape_inference.infer_shapes(model, strict_mode=True)
+    dims = next(o for o in inferred.graph.output if o.name == "Y").type.tensor_type.shape.dim
+    out_shape = tuple(d.dim_value for d in dims)
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     y = np.empty(out_shape, np.float32)
-    binding = session.io_binding()  # preallocated input and output: no copies or allocation per call
-    binding.bind_cpu_input("X", x)
+    binding = session.io_binding()  # preallocated inputs and output: no copies or allocation per call
+    for name, a in feeds.items():
+        binding.bind_cpu_input(name, a)
     binding.bind_ortvalue_output("Y", ort.OrtValue.ortvalue_from_numpy(y))
 
     def run() -> np.ndarray:

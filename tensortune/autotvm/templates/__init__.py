@@ -11,13 +11,11 @@ from .winograd import conv2d_winograd_nchw_template, conv2d_winograd_template
 from .default import default_template
 from .cuda import conv2d_nchw_cuda_template, depthwise_conv2d_nchw_cuda_template, matmul_cuda_template
 from .matmul import matmul_template
-from .auto import (AUTO_TEMPLATES, auto_conv2d_template, auto_depthwise_conv2d_template,  # template-free
-                   auto_matmul_template)
+from .auto import AUTO_TEMPLATES  # the template-free ones, last: a layer's templates come first
 
 GPU_TEMPLATES = frozenset(name for name, t in TEMPLATES.items() if TargetKind.CUDA in t.targets)
 
-__all__ = ["AUTO_TEMPLATES", "GPU_TEMPLATES", "TEMPLATES", "auto_conv2d_template", "auto_depthwise_conv2d_template",
-           "auto_matmul_template", "conv2d_nchw_cuda_template", "conv2d_nchwc_packed_template",
+__all__ = ["AUTO_TEMPLATES", "GPU_TEMPLATES", "TEMPLATES", "conv2d_nchw_cuda_template", "conv2d_nchwc_packed_template",
            "conv2d_nchwc_template", "conv2d_spatial_pack_template", "conv2d_winograd_nchw_template",
            "conv2d_winograd_template", "default_template", "depthwise_conv2d_nchwc_packed_template",
            "depthwise_conv2d_template", "depthwise_conv2d_nchw_cuda_template", "matmul_cuda_template",
