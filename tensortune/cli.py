@@ -436,7 +436,7 @@ def _tune_alternatives(args: argparse.Namespace, tasks: list[Task], measurer, st
                               tuner=lambda task: _tuner_of(args, task), round_size=args.batch_size or 16,
                               log_file=args.log, measure=measurer.measure, early_stopping=args.early_stopping,
                               seed=args.seed, history=history, progress=not args.quiet,
-                              pretrained=not args.no_pretrained)
+                              pretrained=not args.no_pretrained, label=tasks[0].template.operator or "workload")
     result = scheduler.run()
     wall = time.perf_counter() - start
     records = _records_of(args.log, tasks)

@@ -53,6 +53,7 @@ from typing import Callable, ContextManager, Sequence
 
 from ..env import usable_cores
 from .measure.result import MeasureInput
+from ..runtime.cross import is_foreign
 from .progress import progress_display
 from .record import Record, load_records
 from .task import Task
@@ -152,7 +153,8 @@ class TaskScheduler:
     without the cost model shipped for the target's ISA, and learn from the other tasks' records instead.
     ``turn``: a function giving a context manager that the opening of the tasks and each round (its choice,
     search, measurement and record) run inside; a caller running several schedulers side by side passes one that
-    lets them take turns (``turns.run_in_turns``), so that none of them measures while another searches.
+    lets them take turns (``turns.run_in_turns``), so that none of them measures while another searches. ``label``:
+    what the progress display calls the tasks together (``network``; a workload's alternatives: the workload).
     """
 
     def __init__(self, tasks: Sequence[WeightedTask | Task], n_trial: int,
@@ -160,7 +162,7 @@ class TaskScheduler:
                  strategy: Strategy | str = Strategy.GRADIENT, early_stopping: int | None = None,
                  seed: int | None = None, alpha: float = 0.2, window: int = 3, epsilon: float = 0.05,
                  history: Sequence[Record] = (), progress: bool = True, pretrained: bool = True,
-                 turn: Callable[[], ContextManager] | None = None):
+                 turn: Callable[[], ContextManager] | None = None, label: str = "network"):
         items = [t if isinstance(t, WeightedTask) else WeightedTask(t) for t in tasks]
         if not items:
             raise TuneError("a network with no tasks has nothing to tune")
@@ -181,6 +183,7 @@ class TaskScheduler:
         self.history = list(history)
         self.pretrained = pretrained
         self.turn = turn or contextlib.nullcontext
+        self.label = label  # what the progress display calls the tasks together
         self._feature_pool: ProcessPoolExecutor | None = None
         self._first_latency: dict[tuple[str, str], float] = {}  # group: weight x its first latency measured
 
@@ -197,7 +200,9 @@ class TaskScheduler:
                 states = [self._open(i, stack) for i in range(len(self.items))]
             result = NetworkTuneResult(self.items, [], [], [])
             total = sum(s.run.done for s in states)
-            display = stack.enter_context(progress_display("network", self.n_trial, min(total, self.n_trial),
+            foreign = any(is_foreign(t.task.target) for t in self.items)
+            label = f"[emulated: timings mean nothing] {self.label}" if foreign else self.label
+            display = stack.enter_context(progress_display(label, self.n_trial, min(total, self.n_trial),
                                                            self.progress))
             measure = self.measure
             while True:
@@ -222,12 +227,12 @@ class TaskScheduler:
                 estimate = network_latency(self.items, [s.latency for s in states])
                 result.curve.append((total, time.perf_counter() - start, estimate))
                 display.update(total, batch_best, state.run.result.best_gflops,
-                               note=f"task {state.item.task} | network {_fmt_latency(estimate)}")
+                               note=f"task {state.item.task} | {self.label} {_fmt_latency(estimate)}")
             result.stop_reason = reason
             result.best_index = [s.run.result.best_index for s in states]
             result.best_latency = [s.latency for s in states]
             result.trials = [s.run.done for s in states]
-            display.close(f"network: {reason}; estimated latency {_fmt_latency(result.estimated_latency)}")
+            display.close(f"{label}: {reason}; estimated latency {_fmt_latency(result.estimated_latency)}")
         return result
 
     def _tuner_of(self, item: WeightedTask) -> str | Tuner:

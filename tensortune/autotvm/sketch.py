@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from .. import te
+from ..ops.schedule_helpers import schedule_elementwise
 from ..schedule import Axis, Schedule, StageHandle, create_schedule
 from ..target import Target
 from ..te.expr import IterVar, TensorRead, Var, free_vars, transform, walk
@@ -287,8 +288,6 @@ def _annotate_inner(stage: StageHandle, inner: list[Axis], steps: int) -> None:
 
 def _elementwise_output(out: StageHandle, lanes: int) -> None:
     """An output with nothing tiled into it: parallel outer loops, vectorized rows."""
-    from ..operators.kernel import schedule_elementwise  # the network layer's rule; imported late (it imports us)
-
     schedule_elementwise(out.sch, out.sch.tensors[out.name], lanes)
 
 

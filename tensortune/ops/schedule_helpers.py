@@ -1,6 +1,8 @@
 """Scheduling steps shared by the default schedules and the templates, phrased on an operator's parts."""
 from __future__ import annotations
 
+import math
+
 from ..schedule import Schedule, create_schedule
 from ..target import Target
 from ..te import Tensor
@@ -116,3 +118,26 @@ def simple_gpu_schedule(op: Operator, threads: int = 256) -> Schedule:
     stage.bind(bx, "blockIdx.x")
     stage.bind(tx, "threadIdx.x")
     return s
+
+
+def schedule_elementwise(s: Schedule, t: Tensor, lanes: int, min_parallel: int = 1 << 14) -> None:
+    """Vectorize the innermost axis when it is whole vectors or a long row (at least 4 vectors: the code generator
+    ends it with a shorter vector); run the outermost loop of more than one iteration in
+    parallel (the outer axes fused first; only when the tensor is big enough to be worth threads), so that a
+    ``[1, 128, 768]`` tensor splits its 128 rows. The two innermost axes stay loops of their own, so that the
+    elements of a row are addressed without division."""
+    st = s[t]
+    axes = list(st.axis)
+    if len(axes) >= 4:
+        axes = [st.fuse(*axes[:-2])] + axes[-2:]
+    loops = axes
+    inner = axes[-1]
+    if inner.extent % lanes == 0 and lanes > 1:
+        outer, vec = st.split(inner, lanes)
+        st.vectorize(vec)
+        loops = axes[:-1] + [outer]
+    elif lanes > 1 and inner.extent >= 4 * lanes:  # a long row of no whole vectors: vectors, then a shorter tail
+        st.vectorize(inner)
+    parallel = next((a for a in loops if a.extent > 1), None)
+    if math.prod(t.shape) >= min_parallel and parallel is not None:
+        st.parallel(parallel)
