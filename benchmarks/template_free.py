@@ -1,7 +1,8 @@
 """The template-free search against the hand-written templates and the peers, at an equal number of trials.
 
-For each workload (ResNet-18 C1-C12 and matmul 512/1024/2048 by default), two tuning runs of ``--trials`` each, logs
-under ``--out`` (running again resumes them):
+For each workload (ResNet-18 C1-C12, matmul 512/1024/2048, and operators no template computes, in the shapes of
+BERT-base, RegNetY and a DCGAN generator: ``NO_TEMPLATE``), two tuning runs of ``--trials`` each, logs under ``--out``
+(running again resumes them; the operators without a template have the second only):
 
 * *templates*: ``tensortune tune ... --search templates``, every template that computes the workload sharing the
   trials (the network tuner's scheduler; direct, spatial-pack, packed and Winograd convolutions);
@@ -31,12 +32,28 @@ from vs_libraries import CONVS, MATMULS, cpu_model, geomean
 SEARCHES = ("templates", "auto")
 
 
+#: operators no template computes, in the shapes of the networks they come from
+NO_TEMPLATE = {
+    "bert:scores": ["batch_matmul", "--shape", "batch=12", "M=128", "N=128", "K=64"],  # Q K^T, K stored transposed
+    "bert:context": ["batch_matmul", "--shape", "batch=12", "M=128", "N=64", "K=128"],  # softmax(...) V
+    "bert:softmax": ["softmax", "--shape", "M=1536", "N=128"],  # 12 heads x 128 rows of 128
+    "bert:layernorm": ["layer_norm", "--shape", "M=128", "N=768"],
+    "regnety:group": ["conv2d", "--shape", "IC=208", "OC=208", "H=14", "W=14", "K=3", "pad=1", "groups=26"],
+    "dcgan:up2": ["conv2d_transpose", "--shape", "IC=512", "OC=256", "H=4", "W=4", "K=4", "stride=2", "pad=1"],
+}
+
+
 def tune_args(key: str) -> list[str]:
-    """The ``tensortune tune`` arguments naming a workload (``resnet18:C6``, ``matmul:1024``)."""
+    """The ``tensortune tune`` arguments naming a workload (``resnet18:C6``, ``matmul:1024``, ``bert:softmax``)."""
     if key.startswith("matmul:"):
         n = key.split(":")[1]
         return ["matmul", "--shape", f"M={n}", f"N={n}", f"K={n}"]
-    return ["--workload", key]
+    return NO_TEMPLATE.get(key) or ["--workload", key]
+
+
+def searches(key: str) -> tuple[str, ...]:
+    """The searches of a workload: the template-free one alone where no template computes it (in its layout)."""
+    return ("auto",) if key in NO_TEMPLATE else SEARCHES
 
 
 def log_path(out: Path, key: str, search: str) -> Path:
@@ -48,7 +65,7 @@ def tune_all(keys, trials: int, out: Path, seed: int) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     for key in keys:
-        for search in SEARCHES:
+        for search in searches(key):
             t0 = time.time()
             code = cli.main(["tune", *tune_args(key), "--search", search, "--trials", str(trials), "--seed",
                              str(seed), "--log", str(log_path(out, key, search)), "--quiet", "--json"])
@@ -71,7 +88,7 @@ def time_workload(key: str, out: Path, threads: int, top: int, rounds: int, repe
 
     row: dict = {"workload": key, "threads": threads}
     best = {}
-    for search in SEARCHES:
+    for search in searches(key):
         entries = fastest_of(candidates(log_path(out, key, search), top), threads, passes=3)
         timed = [e for e in entries if "median_s" in e]
         if not timed:
@@ -102,8 +119,9 @@ def markdown(rows: list[dict], trials: int, machine: str, command: str) -> str:
         def peer(name):
             return f"{p[name]['vs_auto']:.2f}" if name in p and p[name]["vs_auto"] else "-"
 
-        lines.append(f"| {r['workload']} | {t.get('gflops', 0):.0f} ({t.get('template', '-')}) | "
-                     f"{a.get('gflops', 0):.0f} | {r.get('auto_vs_templates', 0):.2f} | {peer('onnxruntime')} | "
+        templates = f"{t['gflops']:.0f} ({t['template']})" if t else "no template"
+        ratio = f"{r['auto_vs_templates']:.2f}" if "auto_vs_templates" in r else "-"
+        lines.append(f"| {r['workload']} | {templates} | {a.get('gflops', 0):.0f} | {ratio} | {peer('onnxruntime')} | "
                      f"{peer('numpy')} |")
     convs = [r.get("auto_vs_templates") for r in rows if r["workload"].startswith("resnet18:")]
     if convs:
@@ -134,7 +152,7 @@ def plot(rows: list[dict], out: Path, trials: int, path: Path) -> None:
     cols = min(4, n)
     fig, axes = plt.subplots(-(-n // cols), cols, figsize=(4 * cols, 3 * -(-n // cols)), squeeze=False)
     for ax, row in zip(axes.flat, rows):
-        for search in SEARCHES:
+        for search in searches(row["workload"]):
             curve = run_curve(log_path(out, row["workload"], search), trials)
             ax.plot(range(1, len(curve) + 1), curve, label=search)
         ax.set_title(row["workload"])
@@ -148,7 +166,7 @@ def plot(rows: list[dict], out: Path, trials: int, path: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workloads", nargs="+", default=[*CONVS, *MATMULS])
+    p.add_argument("--workloads", nargs="+", default=[*CONVS, *MATMULS, *NO_TEMPLATE])
     p.add_argument("--trials", type=positive_int, default=300)
     p.add_argument("--out", type=Path, default=Path("results/template_free"))
     p.add_argument("--threads", type=positive_int, default=2)

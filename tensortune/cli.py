@@ -420,7 +420,11 @@ def _tasks_from_args(args: argparse.Namespace) -> list[Task]:
                            f"{task.template.operator or task.name} on '{task.target}'")
         return [Task(auto, task.workload, task.target)]
     tasks = alternatives(task)
-    return [t for t in tasks if t.name not in AUTO_TEMPLATES.values()] if args.search == "templates" else tasks
+    if args.search == "templates":
+        tasks = [t for t in tasks if t.name not in AUTO_TEMPLATES.values()]
+        if not tasks:
+            raise CLIError(f"no template computes {task.workload}: tune it without one (--search auto)")
+    return tasks
 
 
 def _tune_alternatives(args: argparse.Namespace, tasks: list[Task], measurer, start: float) -> int:
