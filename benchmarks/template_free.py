@@ -159,6 +159,8 @@ def plot(rows: list[dict], out: Path, trials: int, path: Path) -> None:
         ax.set_xlabel("trials")
         ax.set_ylabel("GFLOP/s")
         ax.legend()
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

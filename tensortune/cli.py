@@ -490,7 +490,7 @@ def _task_from_args(args: argparse.Namespace) -> Task:
         return task_from_workload(args.workload, args.template, target)
     if args.operator is None:
         _operator_after_shape(args)
-        raise CLIError("name an operator (matmul, conv2d, depthwise_conv2d) with --shape, or give --workload "
+        raise CLIError(f"name an operator ({', '.join(OPERATORS)}) with --shape, or give --workload "
                        "(e.g. --workload resnet18:C6)")
     if args.operator not in OPERATORS:
         raise CLIError(f"unknown operator '{args.operator}'; choose one of {', '.join(OPERATORS)}")

@@ -90,7 +90,7 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
     lanes = max(1, target.lanes(output.dtype))
     if sketch.anchor is None:
         s = create_schedule(output)
-        _place(cfg, s, sketch, ())
+        _place(s, sketch, ())
         _elementwise_output(s[output.name], lanes)
         return s
     anchor = _stage_tensor(output, sketch.anchor)
@@ -115,7 +115,7 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
     computed, packed = _rewrite(output, anchor, vector, tiles[vector][-1])
     s = create_schedule(computed)
     roles = derive(computed)
-    _place(cfg, s, sketch, packed)
+    _place(s, sketch, packed)
     if sketch.fusable and cfg["fuse"]:
         acc = s.cache_write(roles.anchor, "local") if roles.anchor == roles.output else roles.anchor
         _fused(cfg, s[computed.name], s[acc], [tiles[a.name] for a in spatial])
@@ -126,8 +126,9 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
     return s
 
 
-def _place(cfg, s: Schedule, sketch: Sketch, packed) -> None:
-    """Inline or compute at the root the stages that are neither the anchor nor the output."""
+def _place(s: Schedule, sketch: Sketch, packed: tuple[str, ...]) -> None:
+    """Inline, or compute at the root, the stages that are neither the anchor nor the output (``packed``: the
+    repacked inputs, at the root)."""
     for name in sketch.inlined:
         s[name].compute_inline()
     for name in (*sketch.producers, *sketch.roots, *packed):
@@ -209,7 +210,7 @@ def _read_back(output: Tensor, src: Tensor, order: tuple[int, ...]) -> Tensor:
 
 def _contiguous_along(anchor: Tensor, v: Var) -> bool:
     """Whether some read of the anchor can be made contiguous along ``v``: ``v`` alone indexes one of the input's
-    dimensions (the layout rewrite moves it innermost), or the innermost."""
+    dimensions (innermost already, or moved there by the layout rewrite)."""
     return any(isinstance(n, TensorRead) and any(isinstance(i, Var) and i is v for i in n.indices)
                for n in walk(anchor.op.body))
 
