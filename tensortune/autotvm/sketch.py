@@ -11,7 +11,10 @@ template. ``derive`` applies its CPU rules to the stages of an operator, from th
   itself). A second sketch tiles the anchor in place at the root instead (the knob ``fuse``);
 * an elementwise stage the anchor reads more than once (zero padding, which every output channel reads) is computed
   once at the root; one it reads once per output is inlined;
-* other elementwise stages are always inlined; other reductions and scans run at the root, in parallel.
+* other elementwise stages are always inlined; other reductions and scans run at the root, in parallel;
+* an anchor that reads each element once per output along a long contiguous row (a softmax's sum, a LayerNorm's
+  variance) may instead be rfactored (the knob ``rfactor``: a vector width, or 1): vectors of partial results
+  accumulated along the row, then their total.
 
 The register tile is vectors along one axis (the knob ``vector_axis``: the innermost, or one that indexes an input
 alone), by a few rows of the others. ``_rewrite`` reorders the anchor's axes so that axis is innermost (its local
@@ -33,7 +36,7 @@ from .. import te
 from ..ops.schedule_helpers import schedule_elementwise
 from ..schedule import Axis, Schedule, StageHandle, create_schedule
 from ..target import Target
-from ..te.expr import IterVar, TensorRead, Var, free_vars, transform, walk
+from ..te.expr import IterVar, Reduce, TensorRead, Var, free_vars, substitute, transform, walk
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 #: Ansor's ``auto_unroll_max_step`` values: unroll the innermost loops while their iterations are at most this
@@ -109,7 +112,18 @@ def schedule_sketch(cfg, output: Tensor) -> Schedule:
     cfg.define_knob("unroll", list(UNROLL_STEPS))
     if sketch.fusable:
         cfg.define_knob("fuse", [True, False])
+    widths = _rfactor_widths(anchor, lanes)
+    if widths:  # a sketch of its own, which reads no other knob (its configs that differ only in those are alike)
+        cfg.define_knob("rfactor", [1, *widths])
     cfg.add_filter(lambda c: _fits(c, spatial, lanes, target))
+    if widths and cfg["rfactor"] > 1:
+        computed, partial = _rfactor(output, anchor, cfg["rfactor"])
+        s = create_schedule(computed)
+        _place(s, sketch, ())
+        _schedule_rfactor(s, partial, anchor.name)
+        if anchor is not output:
+            _elementwise_output(s[computed.name], lanes)
+        return s
     tiles = {a.name: cfg[f"tile_{a.name}"].size for a in spatial}
     vector = cfg["vector_axis"] if len(vectors) > 1 else spatial[-1].name
     computed, packed = _rewrite(output, anchor, vector, tiles[vector][-1])
@@ -172,10 +186,16 @@ def _rewrite(output: Tensor, anchor: Tensor, vector: str, tile: int) -> tuple[Te
     if anchor is output:
         return (_read_back(output, rebuilt[anchor.name], order) if permuted else rebuilt[anchor.name]), \
             tuple(t.name for t in packs.values())
+    return _rebuild(output, rebuilt, anchor.name if permuted else None, order), tuple(t.name for t in packs.values())
 
+
+def _rebuild(output: Tensor, rebuilt: dict[str, Tensor], permuted: str | None = None,
+             order: tuple[int, ...] = ()) -> Tensor:
+    """``output``'s computation with the stages of ``rebuilt`` (by name) in place of the old ones, and every stage
+    that reads one rebuilt too (reading stage ``permuted``, whose axes are now in ``order``, at its new index)."""
     def redirect(n):
         if isinstance(n, TensorRead) and n.tensor.name in rebuilt:
-            idx = tuple(n.indices[k] for k in order) if n.tensor.name == anchor.name and permuted else n.indices
+            idx = tuple(n.indices[k] for k in order) if n.tensor.name == permuted else n.indices
             return TensorRead(rebuilt[n.tensor.name], idx)
         return n
 
@@ -184,7 +204,56 @@ def _rewrite(output: Tensor, anchor: Tensor, vector: str, tile: int) -> tuple[Te
                 i.name in rebuilt for i in t.op.inputs()):
             rebuilt[t.name] = Tensor(t.shape, t.dtype, ComputeOp(t.name, t.op.axes, transform(t.op.body, redirect),
                                                                  t.op.scan_axis))
-    return rebuilt[output.name], tuple(t.name for t in packs.values())
+    return rebuilt[output.name]
+
+
+# ------------------------------------------------------------------------- rfactor
+
+def _rfactor_widths(anchor: Tensor, lanes: int) -> list[int]:
+    """The rfactor widths of an anchor that reads everything once per output along a contiguous innermost
+    reduction (a row sum): whole vectors up to the axis's extent (none where that does not apply)."""
+    if lanes == 1 or not anchor.op.reduce_axes:
+        return []
+    r = anchor.op.reduce_axes[-1]
+    reads = [n for n in walk(anchor.op.body) if isinstance(n, TensorRead)]
+    if any(_reused(n.tensor, anchor) for n in reads) or not any(r.var in free_vars(n.indices[-1]) for n in reads):
+        return []
+    return [w for w in (lanes, 2 * lanes) if 2 * w <= r.extent]
+
+
+def _rfactor(output: Tensor, anchor: Tensor, width: int) -> tuple[Tensor, str]:
+    """``output``'s computation with the anchor's innermost reduction split in two (rfactor): a stage of partial
+    results ``width`` wide (``<anchor>_rf``: the outer part of the axis and the others reduced, the inner part a
+    spatial axis, vectorized), then the anchor reducing those. Returns the new output and the partial stage's name."""
+    red = anchor.op.body
+    r = red.axes[-1]
+    outer = te.reduce_axis(-(-r.extent // width), f"{r.name}_o")
+    inner = IterVar(Var(f"{r.name}_i"), width)
+    k = outer.var * width + inner.var
+    source = substitute(red.source, {r.var: k})
+    if r.extent % width:
+        source = te.select(k < r.extent, source, red.identity())
+    partial = Tensor(anchor.shape + (width,), anchor.dtype, ComputeOp(
+        f"{anchor.name}_rf", anchor.op.axes + (inner,), Reduce(red.combiner, source, red.axes[:-1] + (outer,))))
+    axes = tuple(IterVar(Var(a.name), a.extent) for a in anchor.op.axes)
+    lane = te.reduce_axis(width, f"{r.name}_v")
+    total = Tensor(anchor.shape, anchor.dtype, ComputeOp(anchor.name, axes, Reduce(
+        red.combiner, TensorRead(partial, tuple(a.var for a in axes) + (lane.var,)), (lane,))))
+    new = total if anchor is output else _rebuild(output, {anchor.name: total})
+    return new, partial.name
+
+
+def _schedule_rfactor(s: Schedule, partial: str, total: str) -> None:
+    """The partial results in parallel over the rows, each row's vector of partials accumulated along the
+    reduction; their sum (max...) at the root."""
+    st = s[partial]
+    *rows, lanes = st.axis
+    outer = st.fuse(*rows) if len(rows) > 1 else rows[0]
+    st.reorder(outer, *st.reduce_axis, lanes)
+    st.vectorize(lanes)
+    if outer.extent > 1:
+        st.parallel(outer)
+    _root(s[total])
 
 
 def _packed(x: Tensor, d: int, tile: int) -> Tensor:

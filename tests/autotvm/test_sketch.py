@@ -237,3 +237,25 @@ def test_operators_without_a_template_tune_template_free_and_their_peers_agree(o
     assert summary["template"] == f"auto_{operator}" and summary["trials"] == 4 and not summary["failures"]
     peers = time_peers(create_task(operator, shape), 1, 1, 0.1)
     assert "median_s" in peers["onnxruntime"], peers
+
+
+@pytest.mark.parametrize("make", [lambda: softmax(7, 100), lambda: layer_norm(5, 77), lambda: softmax(1, 300)])
+def test_rfactor_vectorizes_a_row_reduction_and_matches_numpy(make):
+    """A reduction that reads each element once per output, along a long contiguous row, splits in two: vectors of
+    partial results, then their total; widths that do not divide the row are guarded."""
+    op = make()
+    space = ConfigSpace(HOST)
+    schedule_sketch(space, op.output)
+    widths = [e.val for e in space.knobs["rfactor"].entities]
+    lanes = HOST.lanes("float32")
+    assert widths[0] == 1 and set(widths[1:]) <= {lanes, 2 * lanes} and len(widths) > 1
+    canonical = op.random_inputs(0)
+    for choice in range(1, len(widths)):
+        choices = [0] * len(space.dims)
+        choices[list(space.knobs).index("rfactor")] = choice
+        s = schedule_sketch(ConfigEntity(space, space.choices_to_index(choices), HOST), op.output)
+        module = tt.build(s, list(op.args))
+        out = np.full(op.output.shape, np.nan, np.float32)
+        module(*canonical, out)
+        np.testing.assert_allclose(out, op.reference(*canonical), rtol=1e-4, atol=1e-5)
+        assert "_rf" in module.source  # the partial results' stage
