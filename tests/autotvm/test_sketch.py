@@ -259,3 +259,18 @@ def test_rfactor_vectorizes_a_row_reduction_and_matches_numpy(make):
         module(*canonical, out)
         np.testing.assert_allclose(out, op.reference(*canonical), rtol=1e-4, atol=1e-5)
         assert "_rf" in module.source  # the partial results' stage
+
+
+def test_the_evolution_tuner_tunes_a_template_free_task_and_resumes(tmp_path):
+    """Two batches, the second proposed by evolution under the model trained on the first; a rerun measures
+    nothing again."""
+    pytest.importorskip("xgboost")
+    from tensortune.autotvm.tune import tune
+
+    task = create_task("matmul", {"M": 16, "N": 32, "K": 16}, "auto_matmul")
+    log = tmp_path / "evo.json"
+    result = tune(task, 8, tuner="evolution", batch_size=4, log_file=log, progress=False, seed=0)
+    assert len(result.history) == 8 and result.best_gflops > 0
+    assert len({r.config_index for r in load_records(log)}) == 8
+    again = tune(task, 8, tuner="evolution", batch_size=4, log_file=log, progress=False, seed=0)
+    assert again.n_measured == 0 and len(load_records(log)) == 8
