@@ -237,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--trials", type=positive_int, required=True, help="trials in total, the log's included")
     tm.add_argument("--log", required=True, metavar="FILE", help="the network's tuning log (appended to, resumed from)")
     _network_options(tm)
-    _tuner_options(tm, "search strategy of each task (default xgb)")
+    _tuner_options(tm, "search strategy of each task (default: xgb for a template's task, evolution for the "
+                       "template-free search's)")
+    _network_search_option(tm)
     tm.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                     help="how rounds are shared among tasks (default: by expected gain)")
     tm.add_argument("--round-size", type=positive_int, default=16,
@@ -288,13 +290,24 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--top", type=positive_int, metavar="N", help="list only the N slowest calls")
 
     k = sub.add_parser("tasks", help="the tuning tasks of a network, with FLOPs and share",
-                       description="List the convolution and dense workloads of an ONNX network after graph "
-                                   "optimization: one tuning task per distinct workload, how many nodes share it, "
-                                   "its FLOPs and its share of the network's FLOPs, and its alternatives (the "
-                                   "Winograd task of a 3x3, stride-1 convolution), which tune-model tunes too.")
+                       description="List the tunable workloads of an ONNX network after graph optimization: one "
+                                   "tuning task per distinct workload (a template's convolution or dense layer, or "
+                                   "the template-free search of a node's kernel), how many nodes share it, its "
+                                   "FLOPs and its share of the network's FLOPs, and its alternatives (the Winograd "
+                                   "task of a 3x3, stride-1 convolution, the template-free search beside a "
+                                   "template), which tune-model tunes too.")
     k.add_argument("model", metavar="MODEL.onnx")
     _network_options(k)
+    _network_search_option(k)
     return p
+
+
+def _network_search_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--search", choices=["all", "templates", "auto"], default="all",
+                   help="which tasks each node has: 'templates', the templates' (convolutions and dense layers); "
+                        "'auto', the template-free search of every node that reduces (softmax, LayerNorm, matmuls, "
+                        "pooling, convolutions with their epilogues), beside its default kernel; 'all' (default), "
+                        "both")
 
 
 # ------------------------------------------------------------------------------------------- entry point
@@ -906,6 +919,7 @@ def _save_outputs(path: str, outputs: dict) -> None:
 
 
 def cmd_tune_model(args: argparse.Namespace) -> int:
+    from .network.tasks import Search
     from .network.tuning import tune_model
 
     target = _target(args.target)
@@ -913,7 +927,8 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         result = tune_model(args.model, args.trials, args.log, target, parse_input_shapes(args.shape),
-                            num_threads=args.threads, fresh_input=not args.warm_input, tuner=args.tuner or "xgb",
+                            search=Search(args.search), num_threads=args.threads, fresh_input=not args.warm_input,
+                            tuner=args.tuner or (lambda task: _tuner_of(args, task)),
                             round_size=args.round_size, strategy=args.strategy, seed=args.seed,
                             progress=not args.quiet, pretrained=not args.no_pretrained)
     except KeyboardInterrupt:
@@ -944,14 +959,22 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     print(f"latency   {_fmt_seconds(est) if est != float('inf') else 'unknown (a task has no successful kernel)'} "
           "estimated (sum over layers of occurrences x best latency of their alternatives; compile to measure it)")
     print(f"  {'task':<62} {'x':>3} {'trials':>6} {'best':>10}")
-    for k, r in enumerate(rows):
+    for k, (r, w) in enumerate(zip(rows, result.tasks)):
         alternative = k > 0 and r["group"] is not None and r["group"] == rows[k - 1]["group"]
-        print(f"  {('or ' if alternative else '') + r['task']:<62} {r['occurrences']:>3} {r['trials']:>6} "
+        print(f"  {('or ' if alternative else '') + _task_label(w.task):<62} {r['occurrences']:>3} {r['trials']:>6} "
               f"{_fmt_seconds(r['best_latency_s']):>10}")
     if refined is not None:
         _print_refine(refined, layers=False)
     print(f"log       {args.log} (compile with: tensortune compile {args.model} -o OUT --log {args.log})")
     return EXIT_OK
+
+
+def _task_label(task) -> str:
+    """A task as the tables show it: its template and arguments, or for an expression (whose arguments are the text
+    of a DAG) its template, kernel kind and digest."""
+    from .autotvm.workload import Expression
+
+    return f"{task.name}({_task_args_text(task)})" if isinstance(task.workload, Expression) else str(task)
 
 
 def _refine(args: argparse.Namespace, target, force: bool):
@@ -1047,13 +1070,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     from .network import optimized_graph
-    from .network.tasks import extract_tasks
+    from .network.tasks import Search, extract_tasks
     from .operators import ExpandDepthwise
     from .operators.conv_tasks import is_default, is_flat
 
     target = _target(args.target)
     graph = optimized_graph(args.model, target, parse_input_shapes(args.shape))
-    tasks = extract_tasks(graph, target)
+    tasks = extract_tasks(graph, target, Search(args.search))
     fused = [n for n in graph.nodes if isinstance(n.op, ExpandDepthwise)]
     by_name = {n.name: n for n in graph.nodes}
     total = sum(t.total_flops for t in tasks)
@@ -1076,7 +1099,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         r["alternatives"] = [a for a in r["alternatives"] if not a["default"]]
     alternatives = sum(len(r["alternatives"]) for r in rows)
     print(f"{graph.name}: {tuned_tasks} tuning tasks (and {alternatives} alternatives) for {nodes} "
-          f"convolution/dense nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
+          f"nodes, {total / 1e9:.3f} GFLOP ({tunable / max(total, 1):.1%} in tunable tasks)")
     if defaults:
         print(f"  each task also measures its layer's untuned kernel ({', '.join(sorted(defaults))}), so that tuning "
               "never makes a layer slower")
@@ -1086,15 +1109,25 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         print(f"  not tuned: {len(fused)} 1x1 expansion(s) computed by the depthwise kernel that reads them, one "
               f"kernel per pair, {flops / 1e9:.3f} GFLOP more ({pairs})")
     print(f"  {'#':>3}  {'kind':<16} {'template':<28} {'arguments':<34} {'nodes':>5} {'MFLOP':>9} {'share':>6}")
+    labels = {a.workload_key: _task_args_text(a) for t in tasks for a in t.tasks}
     for r in rows:
-        what = json.dumps(r["args"], separators=(",", ":")) if r["args"] else r["workload"]
+        what = labels[json.dumps([r["template"], r["args"]], separators=(",", ":"))] if r["args"] else r["workload"]
         print(f"  {r['index']:>3}  {r['kind']:<16} {r['template'] or '(default schedule)':<28} {what:<34} "
               f"{r['occurrences']:>5} {r['total_flops'] / 1e6:>9.1f} {r['share']:>6.1%}")
         for alt in r["alternatives"]:
-            what = json.dumps(alt["args"], separators=(",", ":"))
+            what = labels[alt["workload"]]
             view = ", pixels as one row" if alt["one_row"] else ""
             print(f"  {'':>3}  {'  alternative':<16} {alt['template']:<28} {what:<34} (the same nodes{view})")
     return EXIT_OK
+
+
+def _task_args_text(task) -> str:
+    """A task's arguments as the tasks table shows them: JSON, or for an expression its kernel kind and digest."""
+    from .autotvm.workload import Expression
+
+    if isinstance(task.workload, Expression):
+        return f"{task.workload.name} #{task.workload.digest}"
+    return json.dumps(list(task.args), separators=(",", ":"))
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

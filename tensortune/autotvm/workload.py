@@ -9,6 +9,7 @@ default, so that a float32 workload keeps the key it had before workloads were t
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Mapping
 
@@ -189,6 +190,27 @@ class LayerNorm(Workload):
     M: int
     N: int
     dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Expression(Workload):
+    """A computation given as its tensor-expression DAG (``te.serialize.dumps`` of its arguments: inputs, then the
+    output), as a network's fused node computes it; ``schedule``: the JSON steps of its default schedule ("" for
+    none). No template is written for it: the template-free search schedules it (``auto_expression``)."""
+
+    operator = "expression"
+    always = 2
+    name: str
+    dag: str
+    schedule: str = ""
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the DAG: two nodes with equal digests compute the same."""
+        return hashlib.sha1(self.dag.encode()).hexdigest()[:10]
+
+    def __str__(self) -> str:
+        return f"expression({self.name}, {self.digest})"
 
 
 #: workload kinds by operator (``tensortune tune OPERATOR``)

@@ -25,6 +25,7 @@ from ..errors import TensortuneError
 from ..graph.ir import Graph
 from ..operators import Conv, Relayout
 from ..operators.conv_tasks import is_default
+from ..operators.expression_tasks import is_expression
 from ..ops import block_choices
 from ..passes import plan_layout
 from ..passes.plan_layout import whole_groups
@@ -53,8 +54,9 @@ def record_blocks(task: Task, config: Mapping) -> tuple[int, int]:
 
 def runs_with(task: Task, config: Mapping, blocks: tuple[int, int] | None) -> bool:
     """Whether a record's kernel can run a node whose (input, output) channel blocks are ``blocks`` (None: a dense
-    layer, which runs any); the untuned kernel runs any blocks."""
-    return blocks is None or is_default(task) or record_blocks(task, config) == blocks
+    layer, which runs any); the untuned kernel runs any blocks, and so does the sketch of it (an expression task of
+    the node's own layout)."""
+    return blocks is None or is_default(task) or is_expression(task) or record_blocks(task, config) == blocks
 
 
 def layer_times(g: Graph, target: Target, records: Sequence[Record]) -> dict[str, dict[tuple[int, int] | None, float]]:

@@ -20,10 +20,12 @@ from ..build import resolve_target
 from ..errors import ArgumentError
 from ..operators.conv_tasks import is_default, is_flat
 from ..operators.expansion import KIND as EXPANSION_KIND
+from ..operators.expression_tasks import is_expression
 from ..target import Target
 from .compile_model import load_program, optimized_graph
 from .module import random_inputs, runs_here
 from .program import build_program
+from .tasks import node_tasks
 from .tuned import TunedKernels
 
 
@@ -100,7 +102,7 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
             kernel = "1x1 expansion fused in"
         elif node is not None:
             kernel, alone = (_config_of(choose, g, node, tgt) if choose is not None
-                             else ("default" if node.op.tasks(g, node, tgt) else "-", None))
+                             else ("default" if node_tasks(g, node, tgt) else "-", None))
         calls.append(CallProfile(row["node"], row["kind"], row["function"], row["flops"],
                                  statistics.median(r[i]["seconds"] for r in runs), kernel,
                                  choose is not None and row["node"] in choose.refined, alone))
@@ -110,12 +112,12 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
 def _config_of(choose, g, node, target: Target) -> tuple[str, float | None]:
     """The label of the config ``choose`` (a ``TunedKernels`` that compiled the network) ran ``node`` with, and its
     fastest time alone in the log."""
-    tasks = node.op.tasks(g, node, target)
+    tasks = node_tasks(g, node, target)
     if not tasks:  # not a tunable layer (a pooling, a layout copy)
         return "-", None
     task = choose.applied_task.get(node.name) or next(t for t in tasks if is_default(t))
     index = choose.applied.get(node.name, (None, 0))[1]
     if is_default(task):
         return "default", choose.alone_seconds(task, index)
-    view = " (one row)" if is_flat(g, node, task) else ""
+    view = " (one row)" if not is_expression(task) and is_flat(g, node, task) else ""
     return f"{task.name}{view} #{index}", choose.alone_seconds(task, index)

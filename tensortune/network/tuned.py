@@ -12,7 +12,9 @@ config beat it. A dense layer runs any blocks (its plain tensors are 1x1 images 
 kernels, that ranking is the one that counts. A node whose tasks have no successful record, whose fastest record
 is the default's, or whose records all block channels otherwise than the network's layout, keeps its default
 kernel (the last with a warning), which for a 3x3, stride-1 convolution may be a Winograd one
-(``operators.conv_kernels.default_winograd_tile``).
+(``operators.conv_kernels.default_winograd_tile``). Any node whose kernel reduces is also the expression it computes
+(``operators.expression_tasks``): where its ``auto_expression`` task's best record beat the other alternatives, its
+kernel is scheduled by that sketch.
 """
 from __future__ import annotations
 
@@ -26,10 +28,12 @@ from ..errors import TensortuneError
 from ..graph.errors import NetworkCompileError
 from ..graph.ir import Graph, Node
 from ..operators.conv_tasks import BlockMismatch, is_default
+from ..operators.expression_tasks import is_expression, sketched_kernel
 from ..operators.kernel import KernelDef
 from ..target import Target
 from .layouts import record_blocks, runs_with
 from .refinements import latest_choice, layer_tag, network_fingerprint
+from .tasks import node_tasks
 
 
 class TunedLayoutWarning(RecordWarning):
@@ -100,7 +104,7 @@ class TunedKernels:
         return latest_choice(self.in_network, (layer_tag(self._fingerprint[1], blocks), self._fingerprint[1]), tasks)
 
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        tasks = node.op.tasks(g, node, target)
+        tasks = node_tasks(g, node, target)
         if not tasks:
             return node.op.kernel(g, node, target)
         blocks = node.op.layer_blocks(g, node)
@@ -128,7 +132,10 @@ class TunedKernels:
             self.kept_default.append(node.name)
             return node.op.kernel(g, node, target)
         try:
-            kd = node.op.tuned_kernel(g, node, task, index)
+            if is_expression(task):
+                kd = sketched_kernel(node.op.kernel(g, node, target), task, index)
+            else:
+                kd = node.op.tuned_kernel(g, node, task, index)
         except BlockMismatch as e:
             warnings.warn(f"node '{node.name}': {e}; using its default schedule", TunedLayoutWarning, stacklevel=2)
             return node.op.kernel(g, node, target)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from ..autotvm.space import ConfigEntity
 from ..autotvm.task import TEMPLATES, Task, Template
 from ..autotvm.templates import default_template
+from ..autotvm.templates.auto import expression_default_template
 from ..autotvm.workload import Conv2d, DefaultKernel
 from ..errors import TensortuneError
 from ..graph.ir import Graph, Node
@@ -73,6 +74,8 @@ def flat_workload(g: Graph, node: Node, target: Target) -> Conv2d | None:
 
 def is_flat(g: Graph, node: Node, task: Task) -> bool:
     """Whether ``task`` is the one-row view of ``node`` (``flat_workload``)."""
+    if not isinstance(task.workload, Conv2d):
+        return False
     flat = flat_workload(g, node, task.target)
     return flat is not None and task.workload == flat
 
@@ -98,8 +101,9 @@ def default_task(task: Task) -> Task:
 
 
 def is_default(task: Task) -> bool:
-    """Whether ``task`` measures a layer's untuned kernel (``default_task``)."""
-    return isinstance(task.workload, DefaultKernel)
+    """Whether ``task`` measures a layer's untuned kernel (``default_task``; or a node's, as an expression:
+    ``expression_tasks``)."""
+    return isinstance(task.workload, DefaultKernel) or task.template is expression_default_template
 
 
 def workload_kind(g: Graph, node: Node) -> str:

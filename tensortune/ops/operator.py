@@ -51,6 +51,8 @@ class Operator:
     # before a ReLU output), which schedules inline into the output.
     parts: Mapping[Part, Tensor] = field(default_factory=dict, compare=False, repr=False)
     epilogue: tuple[Tensor, ...] = field(default=(), compare=False, repr=False)
+    #: the range of ``random_inputs``' floats (positive for an expression that may take a logarithm or a root)
+    input_range: tuple[float, float] = (-1.0, 1.0)
 
     def __post_init__(self) -> None:
         for role, t in self.parts.items():
@@ -83,7 +85,7 @@ class Operator:
         out = []
         for t, shape in zip(self.inputs, shapes):
             if t.dtype.is_float:
-                out.append(rng.uniform(-1, 1, shape).astype(t.dtype.numpy))
+                out.append(rng.uniform(*self.input_range, shape).astype(t.dtype.numpy))
             else:
                 out.append(rng.integers(-8, 8, shape).astype(t.dtype.numpy))
         return out

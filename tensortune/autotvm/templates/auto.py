@@ -5,19 +5,25 @@ computes, ``auto_batch_matmul``, ``auto_conv2d_transpose``, ``auto_softmax``, ``
 operator as written
 (row-major matrices, NCHW images: no layout chosen by hand) and hands it to ``sketch.schedule_sketch``, which derives
 the schedule's structure and its knobs from the computation itself (``tensortune tune OPERATOR --search auto``).
+
+A network's fused node is tuned as the expression it computes (an ``Expression`` workload: the text of its DAG and
+of its default schedule): ``auto_expression`` sketches it, ``expression_default`` is its untuned kernel (one config:
+the default schedule replayed), which the network's tuner measures too, so that a sketch is applied only where it
+beat the default.
 """
 from __future__ import annotations
 
+from ...ops.expression import expression
 from ...ops import (Operator, batch_matmul, conv2d_nchw, conv2d_transpose_nchw, depthwise_conv2d_nchw, layer_norm,
                     matmul_nn, softmax)
 from ..sketch import schedule_sketch
 from ..task import template
-from ..workload import BatchMatmul, Conv2d, ConvTranspose2d, DepthwiseConv2d, LayerNorm, Matmul, Softmax
+from ..workload import BatchMatmul, Conv2d, ConvTranspose2d, DepthwiseConv2d, Expression, LayerNorm, Matmul, Softmax
 
 #: the template-free template of each workload kind, by operator
 AUTO_TEMPLATES = {"matmul": "auto_matmul", "conv2d": "auto_conv2d", "depthwise_conv2d": "auto_depthwise_conv2d",
                   "batch_matmul": "auto_batch_matmul", "conv2d_transpose": "auto_conv2d_transpose",
-                  "softmax": "auto_softmax", "layer_norm": "auto_layer_norm"}
+                  "softmax": "auto_softmax", "layer_norm": "auto_layer_norm", "expression": "auto_expression"}
 
 
 def _sketched(cfg, op: Operator):
@@ -71,3 +77,16 @@ def auto_softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
 def auto_layer_norm_template(cfg, M: int, N: int, dtype: str = "float32"):
     """Layer normalization along rows: the sketch of its computation"""
     return _sketched(cfg, layer_norm(M, N, dtype))
+
+
+@template("auto_expression", workload=Expression, default=True)
+def auto_expression_template(cfg, name: str, dag: str, schedule: str = ""):
+    """A computation given as its tensor-expression DAG (a network's fused node): the sketch of it"""
+    return _sketched(cfg, expression(name, dag, schedule))
+
+
+@template("expression_default", workload=Expression)
+def expression_default_template(cfg, name: str, dag: str, schedule: str = ""):
+    """A computation given as its tensor-expression DAG, with its default schedule (one config)"""
+    op = expression(name, dag, schedule)
+    return op.default_schedule(cfg.target), op
