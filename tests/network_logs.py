@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.network import optimized_graph
 from tensortune.network.tasks import extract_tasks
@@ -28,7 +29,7 @@ def tuned_layers(m, target):
     """The optimized graph of ``m`` and, per task a template computes, the task and the node of its first layer."""
     g = optimized_graph(m, target)
     nodes = {n.name: n for n in g.nodes}
-    return g, [(t, nodes[t.nodes[0]]) for t in extract_tasks(g, target) if t.task is not None]
+    return g, [(t, nodes[t.nodes[0]]) for t in extract_tasks(g, target, search=Search.TEMPLATES) if t.task is not None]
 
 
 def timed(task, index: int, seconds: float) -> tuple[MeasureInput, MeasureResult]:

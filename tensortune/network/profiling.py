@@ -25,7 +25,7 @@ from ..target import Target
 from .compile_model import load_program, optimized_graph
 from .module import random_inputs, runs_here
 from .program import build_program
-from .tasks import node_tasks
+from .tasks import candidate_tasks
 from .tuned import TunedKernels
 
 
@@ -102,7 +102,7 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
             kernel = "1x1 expansion fused in"
         elif node is not None:
             kernel, alone = (_config_of(choose, g, node, tgt) if choose is not None
-                             else ("default" if node_tasks(g, node, tgt) else "-", None))
+                             else ("default" if candidate_tasks(g, node, tgt) else "-", None))
         calls.append(CallProfile(row["node"], row["kind"], row["function"], row["flops"],
                                  statistics.median(r[i]["seconds"] for r in runs), kernel,
                                  choose is not None and row["node"] in choose.refined, alone))
@@ -112,7 +112,7 @@ def profile_network(model, log: str | os.PathLike | None = None, target: Target 
 def _config_of(choose, g, node, target: Target) -> tuple[str, float | None]:
     """The label of the config ``choose`` (a ``TunedKernels`` that compiled the network) ran ``node`` with, and its
     fastest time alone in the log."""
-    tasks = node_tasks(g, node, target)
+    tasks = candidate_tasks(g, node, target)
     if not tasks:  # not a tunable layer (a pooling, a layout copy)
         return "-", None
     task = choose.applied_task.get(node.name) or next(t for t in tasks if is_default(t))

@@ -65,6 +65,12 @@ def node_tasks(g: Graph, node: Node, target: Target, search: Search = Search.ALL
     return templates + auto[:1] if templates else auto
 
 
+def candidate_tasks(g: Graph, node: Node, target: Target) -> tuple[Task, ...]:
+    """Every task whose records may schedule the node, whichever ``Search`` tuned it: the templates' (direct task
+    first), then the template-free search's and the default kernel measured as an expression."""
+    return node.op.tasks(g, node, target) + expression_tasks(g, node, target)
+
+
 def tunable(g: Graph, node) -> bool:
     """Whether the node's operator is of a kind templates tune (it has a workload kind, whether or not a template
     computes this node)."""

@@ -33,7 +33,7 @@ from ..operators.kernel import KernelDef
 from ..target import Target
 from .layouts import record_blocks, runs_with
 from .refinements import latest_choice, layer_tag, network_fingerprint
-from .tasks import node_tasks
+from .tasks import candidate_tasks
 
 
 class TunedLayoutWarning(RecordWarning):
@@ -104,7 +104,7 @@ class TunedKernels:
         return latest_choice(self.in_network, (layer_tag(self._fingerprint[1], blocks), self._fingerprint[1]), tasks)
 
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        tasks = node_tasks(g, node, target)
+        tasks = candidate_tasks(g, node, target)
         if not tasks:
             return node.op.kernel(g, node, target)
         blocks = node.op.layer_blocks(g, node)

@@ -436,9 +436,11 @@ def layer_workload(g: Graph, node: Node) -> Conv2d | DepthwiseConv2d | None:
 
 
 def winograd_applies(g: Graph, node: Node) -> bool:
-    """Whether Winograd's F(m x m, 3 x 3) computes the node: a regular, ungrouped 3x3, stride-1 convolution."""
+    """Whether Winograd's F(m x m, 3 x 3) computes the node: a regular, ungrouped 3x3, stride-1 convolution (the
+    node's own groups: a grouped one whose workload merges its groups into one, with block-diagonal weights, has
+    weights Winograd does not transform)."""
     wl = layer_workload(g, node) if not node.op.dense else None
-    return isinstance(wl, Conv2d) and (wl.K, wl.stride, wl.groups) == (3, 1, 1)
+    return isinstance(wl, Conv2d) and (wl.K, wl.stride, wl.groups) == (3, 1, 1) and node.op.groups == 1
 
 
 def flat_shape(shape: tuple[int, ...], h: int, w: int) -> tuple[int, ...] | None:

@@ -7,8 +7,9 @@ task is sketched; its ``expression_default`` task (one config: the default sched
 so that the network runs a sketch only where it beat the default in the same run. Nodes of equal DAGs share a task.
 
 A kernel is no such task when it reduces nothing (elementwise kernels keep their default, which is already the
-elementwise sketch) or reads an input at positions read from another (a gather of run-time indices: random inputs
-would read out of bounds).
+elementwise sketch), reads an input at positions read from another (a gather of run-time indices: random inputs
+would read out of bounds), or holds a float type other than float32 (the sketch's register tiles and packing are
+float32's so far; a float16 or bfloat16 network keeps its default kernels).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..autotvm.templates.auto import auto_expression_template, expression_defaul
 from ..autotvm.space import ConfigEntity
 from ..autotvm.sketch import schedule_sketch
 from ..autotvm.workload import Expression
+from ..dtype import DType
 from ..graph.ir import Graph, Node
 from ..schedule.steps import step_to_json
 from ..target import Target, TargetKind
@@ -33,7 +35,7 @@ def expression_of(kd: KernelDef) -> Expression | None:
     """The ``Expression`` workload of a node's default kernel, or None where it is no task (see the module
     docstring)."""
     output = kd.tensors[-1]
-    if kd.schedule.outputs != (output.name,) or not _reduces(output) or _gathers(output):
+    if kd.schedule.outputs != (output.name,) or not _reduces(output) or _gathers(output) or _low_precision(kd):
         return None
     steps = json.dumps([step_to_json(s) for s in kd.schedule.steps], separators=(",", ":"))
     return Expression(kd.kind, dumps(kd.tensors), steps)
@@ -80,6 +82,11 @@ def _stages(output: Tensor) -> list[Tensor]:
 
 def _reduces(output: Tensor) -> bool:
     return any(t.op.reduce_axes and t.op.scan_axis is None for t in _stages(output))
+
+
+def _low_precision(kd: KernelDef) -> bool:
+    stages = _stages(kd.tensors[-1])
+    return any(t.dtype.is_float and t.dtype is not DType.float32 for t in [*kd.tensors, *stages])
 
 
 def _gathers(output: Tensor) -> bool:

@@ -10,6 +10,7 @@ import pytest
 
 import tensortune as tt
 from onnx_models import assert_close, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records, load_records
 from tensortune.autotvm.task import Task
@@ -73,7 +74,7 @@ def _record(task: Task, index: int, seconds: float):
 @pytest.mark.slow
 def test_compiling_keeps_the_default_where_no_tuned_config_beat_it(tmp_path):
     m = zoo.mobilenet_v2(image=32)
-    tasks = [t for t in extract_tasks(optimized_graph(m, HOST), HOST) if t.task is not None]
+    tasks = [t for t in extract_tasks(optimized_graph(m, HOST), HOST, search=Search.TEMPLATES) if t.task is not None]
     slower, faster = tasks[2], tasks[3]  # the tuned config lost to the default / beat it
     log = tmp_path / "log.jsonl"
     append_records(log, [_record(slower.task, 0, 2e-3), _record(default_task(slower.task), 0, 1e-3),
@@ -110,7 +111,7 @@ def test_network_tuning_measures_each_default_once_and_compiles_to_the_defaults(
     m = zoo.resnet18(image=32)
     log = tmp_path / "net.jsonl"
     measure = DefaultWins()
-    result = tune_model(m, 120, log, HOST, tuner="random", round_size=8, measure=measure, seed=0, progress=False)
+    result = tune_model(m, 120, log, HOST, tuner="random", round_size=8, measure=measure, seed=0, progress=False, search=Search.TEMPLATES)
     defaults = [(t.task, n) for t, n in zip(result.tasks, result.trials) if t.task.name == DEFAULT_TEMPLATE]
     assert len(defaults) == 12 and all(n == 1 for _, n in defaults)
     assert all(c == 1 for c in measure.calls.values())  # nothing measured twice

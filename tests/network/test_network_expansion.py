@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from network_logs import timed, tuned_layers, valid_configs
 from onnx_models import assert_close, model, node, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.record import append_records
 from tensortune.network import optimized_graph
 from tensortune.network.compile_model import load_program
@@ -224,14 +225,14 @@ def test_the_fused_nodes_are_not_tuned(fuse_any_size, tmp_path, capsys):
     m = block(8, 2 * target.lanes("float32"), 12, stem=True)
     g, fused = _pair(m, target)
     (dw, pw), = fused.items()
-    kept = {n for t in network_tasks(m, target) for n in t.nodes}
+    kept = {n for t in network_tasks(m, target, search=Search.TEMPLATES) for n in t.nodes}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(expansion, "fusable_expansion", lambda *_: None)
-        everything = {n for t in network_tasks(m, target) for n in t.nodes}
+        everything = {n for t in network_tasks(m, target, search=Search.TEMPLATES) for n in t.nodes}
     assert {dw, pw} <= everything and kept == everything - {dw, pw}
     path = tmp_path / "m.onnx"
     path.write_bytes(m.SerializeToString())
-    assert cli.main(["tasks", str(path), "--target", str(target), "--json"]) == 0
+    assert cli.main(["tasks", str(path), "--target", str(target), "--json", "--search", "templates"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["fused"] == [{"expansion": pw, "depthwise": dw}]
     assert {n for t in report["tasks"] for n in t["nodes"]} == kept

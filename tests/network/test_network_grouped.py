@@ -12,6 +12,7 @@ import pytest
 import tensortune.network as nw
 from network_logs import CONV_TEMPLATE, DEFAULT_TEMPLATE
 from onnx_models import assert_close, model, node, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureResult
 from tensortune.autotvm.record import load_records
 from tensortune.cli import main
@@ -55,7 +56,7 @@ def merged(groups: int, target: Target = HOST) -> int:
 
 
 def test_grouped_layers_are_tasks_of_the_groups_their_kernels_run(grouped):
-    tasks = extract_tasks(optimized_graph(grouped, HOST), HOST)
+    tasks = extract_tasks(optimized_graph(grouped, HOST), HOST, search=Search.TEMPLATES)
     assert [t.kind for t in tasks] == ["grouped_conv2d"] * 2
     for t, (groups, k) in zip(tasks, LAYERS.values()):
         assert t.task.name == CONV_TEMPLATE and t.task.workload.groups == merged(groups)
@@ -78,7 +79,7 @@ def test_the_tasks_command_lists_grouped_tasks(grouped, tmp_path, capsys):
 def test_a_tuned_grouped_network_runs_its_tuned_configs_and_equals_onnxruntime(grouped, tmp_path, target):
     log = tmp_path / "grouped.jsonl"
     result = tune_model(grouped, 24, log, target, tuner="random", round_size=4, measure=fake_measure, seed=0,
-                        progress=False)
+                        progress=False, search=Search.TEMPLATES)
     records = load_records(log)
     assert sum(result.trials) == len(records) == 24
     by_task = Counter(r.template for r in records)

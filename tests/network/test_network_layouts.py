@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import tensortune as tt
 from onnx_models import assert_close, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import Record, append_records, load_records, task_records, write_records
 from tensortune.autotvm.space import ConfigSpace, SpaceError
@@ -112,7 +113,7 @@ def test_the_log_chooses_a_layers_block_and_the_network_stays_exact(resnet, tmp_
     """A layer whose log is faster with two-vector output blocks writes them; its readers adapt (a convolution
     reads any block, a residual add gets a relayout, counted); the compiled network still equals onnxruntime."""
     g = optimized_graph(resnet, HOST)
-    tasks = [t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE]
+    tasks = [t for t in extract_tasks(g, HOST, search=Search.TEMPLATES) if t.task is not None and t.task.name == CONV_TEMPLATE]
     layer = next(t for t in tasks if t.task.args[4] % (2 * LANES) == 0 and t.task.args[5] == 3)
     rng = random.Random(1)
     log = tmp_path / "log.jsonl"
@@ -139,7 +140,7 @@ def test_relayouts_cost_what_a_block_saves(resnet, tmp_path, monkeypatch):
     """With copies made very expensive, no block change that needs a relayout is worth it: the plan has no more
     relayouts than the default one, and its estimate never exceeds the default's."""
     g = optimized_graph(resnet, HOST)
-    tasks = [t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE]
+    tasks = [t for t in extract_tasks(g, HOST, search=Search.TEMPLATES) if t.task is not None and t.task.name == CONV_TEMPLATE]
     rng = random.Random(2)
     pairs = []
     for t in tasks:
@@ -186,7 +187,7 @@ def test_nodes_of_one_workload_reading_different_blocks_are_refined_and_compiled
     then runs each layer's choice at every node of it, none left out for its blocks, and the network equals
     onnxruntime."""
     g = optimized_graph(resnet, HOST)
-    tasks = [t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE]
+    tasks = [t for t in extract_tasks(g, HOST, search=Search.TEMPLATES) if t.task is not None and t.task.name == CONV_TEMPLATE]
     stem = next(t for t in tasks if t.task.args[1] == 3)
     repeated = next(t for t in tasks if len(t.nodes) > 1 and t.task.args[1] == stem.task.args[4])
     rng = random.Random(4)
@@ -242,7 +243,7 @@ def test_the_untuned_kernel_counts_for_any_blocks_and_a_record_without_timings_f
     from tensortune.operators.conv_tasks import default_task
 
     g = optimized_graph(resnet, HOST)
-    t = next(t for t in extract_tasks(g, HOST) if t.task is not None and t.task.name == CONV_TEMPLATE
+    t = next(t for t in extract_tasks(g, HOST, search=Search.TEMPLATES) if t.task is not None and t.task.name == CONV_TEMPLATE
              and t.task.args[1] % LANES == 0 and t.task.args[4] % (2 * LANES) == 0)
     wide = valid_with(t.task, random.Random(5), block_in=LANES, block_out=2 * LANES)
     records = [Record.from_measurement(MeasureInput(default_task(t.task), 0),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import tensortune as tt
 import tensortune.cli
 from onnx_models import assert_close, default_blocks, model, node, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
 from tensortune.operators.conv_tasks import FLAT_MAX_WIDTH, flat_shape, is_flat, node_tasks
@@ -103,12 +104,12 @@ def test_one_row_alternative_is_offered_where_rows_are_short_and_operands_have_t
               {**_conv("p", "x", (16, 16), 3, 1, 1)[1], **_conv("q", "p", (16, 16), 1, 2, 0)[1],
                **_conv("r", "x", (16, 16))[1]})
     g = optimized_graph(m, target)
-    for t in extract_tasks(g, target):
+    for t in extract_tasks(g, target, search=Search.TEMPLATES):
         assert not any(a.name == "conv2d_nchwc_packed" for a in t.alternatives), t
     # targets of 32 vector registers fit a short row in one tile: no view
     for wide in (Target(ISA.AVX512, 2, "x86_64"), Target(ISA.NEON, 2, "aarch64")):
         g = optimized_graph(_epilogue_model(5, 7), wide)
-        assert not any(a.name == "conv2d_nchwc_packed" for t in extract_tasks(g, wide) for a in t.alternatives)
+        assert not any(a.name == "conv2d_nchwc_packed" for t in extract_tasks(g, wide, search=Search.TEMPLATES) for a in t.alternatives)
 
 
 def test_a_view_equal_to_another_layers_task_is_tuned_once():
@@ -121,7 +122,7 @@ def test_a_view_equal_to_another_layers_task_is_tuned_once():
     b, ib = _conv("b", "x2", (16, 16), rng_seed=2)
     m = model([a, b, node("Relu", ["a"], ["y"]), node("Relu", ["b"], ["z"])],
               {"x": (1, 16, 5, 7), "x2": (1, 16, 1, 35)}, ["y", "z"], {**ia, **ib})
-    tasks = extract_tasks(optimized_graph(m, AVX2), AVX2)
+    tasks = extract_tasks(optimized_graph(m, AVX2), AVX2, search=Search.TEMPLATES)
     keys = [t.workload_key for nt in tasks for t in nt.tasks]
     assert len(keys) == len(set(keys))
     row = next(nt for nt in tasks if nt.task.args == (1, 16, 1, 35, 16, 1, 1, 0))
@@ -148,7 +149,7 @@ def test_one_row_kernels_with_epilogue_operands_compute_the_model(tmp_path, seed
     m = _epilogue_model(5, 7)
     target = AVX2
     graph = optimized_graph(m, target)
-    flat = [a for t in extract_tasks(graph, target) for a in t.alternatives if a.args[2] == 1 and a.args[3] == 35]
+    flat = [a for t in extract_tasks(graph, target, search=Search.TEMPLATES) for a in t.alternatives if a.args[2] == 1 and a.args[3] == 35]
     assert len(flat) == 1  # the two layers with the view share one workload
     _flat_log(tmp_path / "log.jsonl", flat, seed)
     choose = TunedKernels(tmp_path / "log.jsonl", target)
@@ -168,7 +169,7 @@ def test_mobilenet_runs_one_row_kernels_where_its_log_says(tmp_path):
     m = zoo.mobilenet_v2(image=64)
     target = AVX2
     graph = optimized_graph(m, target)
-    tasks = extract_tasks(graph, target)
+    tasks = extract_tasks(graph, target, search=Search.TEMPLATES)
     flat = [a for t in tasks for a in t.alternatives if a.name == "conv2d_nchwc_packed"]
     widths = {t.task.args[3] for t in tasks if any(a in flat for a in t.alternatives)}
     assert widths == {w for w in (32, 16, 8, 4, 2) if w < FLAT_MAX_WIDTH} == {8, 4, 2}

@@ -7,6 +7,7 @@ import pytest
 
 import tensortune as tt
 from network_logs import timed, tuned_layers, valid_configs
+from tensortune.network.tasks import Search
 from tensortune.autotvm.record import append_records
 from tensortune.cli import main
 from tensortune.errors import ArgumentError
@@ -46,9 +47,9 @@ def test_an_untuned_profile_has_every_call_in_order(resnet):
     flops = {n: k.flops for k in module.manifest.kernels for n in k.nodes}
     assert [c.flops for c in p.calls] == [flops[c.node] for c in p.calls]
     g = optimized_graph(resnet, HOST)
-    tunable = {n for t in extract_tasks(g, HOST) if t.task is not None for n in t.nodes}
+    tunable = {n for t in extract_tasks(g, HOST) if t.task is not None for n in t.nodes}  # poolings too
     assert {c.node for c in p.calls if c.kernel == "default"} == tunable
-    assert all(c.kernel == "-" for c in p.calls if c.node not in tunable)  # pooling, layout copies
+    assert all(c.kernel == "-" for c in p.calls if c.node not in tunable)  # elementwise kernels, layout copies
     assert p.whole_s > 0 and p.threads == module.num_threads
     out = p.to_json()
     assert sum(c["share"] for c in out["calls"]) == pytest.approx(1.0)

@@ -10,6 +10,7 @@ import pytest
 import tensortune as tt
 from network_logs import timed, tuned_layers, valid_configs
 from onnx_models import assert_close, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.task import Task
 from tensortune.autotvm.record import Record, append_records, load_records, pick_best, write_records
@@ -217,7 +218,7 @@ def _timed_inside(task, index, seconds, network, stamp):
 def test_compile_chooses_by_the_latest_refinement_of_this_network_only(tmp_path):
     m = zoo.mobilenet_v2(image=32)
     g = optimized_graph(m, HOST)
-    layer = next(t for t in extract_tasks(g, HOST) if t.task is not None and t.kind == "conv2d")
+    layer = next(t for t in extract_tasks(g, HOST, search=Search.TEMPLATES) if t.task is not None and t.kind == "conv2d")
     (index,) = valid_configs(g, next(n for n in g.nodes if n.name == layer.nodes[0]), layer.task, 1)
     default = default_task(layer.task)
     log = tmp_path / "log.jsonl"
@@ -251,7 +252,8 @@ def test_compile_chooses_by_the_latest_refinement_of_this_network_only(tmp_path)
 
 
 def test_a_record_timed_in_a_network_reads_back_and_older_lines_have_none():
-    task = default_task(extract_tasks(optimized_graph(zoo.mobilenet_v2(image=32), HOST), HOST)[1].task)
+    g = optimized_graph(zoo.mobilenet_v2(image=32), HOST)
+    task = default_task(extract_tasks(g, HOST, search=Search.TEMPLATES)[1].task)
     r = _timed_inside(task, 0, (1e-3, 2e-3), "abc123", 5.0)
     line = json.loads(r.to_line())
     assert line["network"] == "abc123" and Record.from_json(line) == r
@@ -292,7 +294,7 @@ def test_config_kind_reads_the_parallel_loops_and_the_winograd_tile_size():
 
 def test_layer_candidates_skip_failed_and_duplicate_records(resnet):
     g = optimized_graph(resnet, HOST)
-    t = next(t for t in extract_tasks(g, HOST) if t.task is not None)
+    t = next(t for t in extract_tasks(g, HOST, search=Search.TEMPLATES) if t.task is not None)
     direct = valid_configs(g, next(n for n in g.nodes if n.name == t.nodes[0]), t.task, 2)
     records = [Record.from_measurement(MeasureInput(t.task, i), MeasureResult(c, kind, "", 0.1, 1.0))
                for i, c, kind in [(direct[0], (1e-4,), ErrorKind.NONE), (direct[0], (1.1e-4,), ErrorKind.NONE),
@@ -306,7 +308,7 @@ def test_layer_candidates_keep_the_fastest_winograd_config_of_each_kind(resnet):
     # Winograd configs alone rank apart from their ranks inside a network by how they split the product among
     # threads: beyond the top_k, a layer gets the fastest Winograd config of each other split
     g = optimized_graph(resnet, HOST)
-    t = next(t for t in extract_tasks(g, HOST) if any(a.name == WINOGRAD_TEMPLATE for a in t.alternatives))
+    t = next(t for t in extract_tasks(g, HOST, search=Search.TEMPLATES) if any(a.name == WINOGRAD_TEMPLATE for a in t.alternatives))
     node = next(n for n in g.nodes if n.name == t.nodes[0])
     wino = next(a for a in t.alternatives if a.name == WINOGRAD_TEMPLATE)
     by_split: dict[tuple, list[int]] = {}

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tensortune as tt
+from tensortune.network.tasks import Search
 from tensortune.target import Target
 from onnx_models import assert_close, default_blocks, ort_run, rand
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
@@ -32,7 +33,7 @@ def template_lanes(monkeypatch):
 
 def test_resnet18_tasks_share_workloads():
     target = tt.Target.host()
-    tasks = extract_tasks(optimized_graph(zoo.resnet18(image=32), target), target)
+    tasks = extract_tasks(optimized_graph(zoo.resnet18(image=32), target), target, search=Search.TEMPLATES)
     assert len(tasks) == 12 and sum(t.occurrences for t in tasks) == 21
     assert [t.occurrences for t in tasks if t.task and t.task.args[1:] == (64, 8, 8, 64, 3, 1, 1)] == [4]
     assert tasks[-1].kind == "dense" and tasks[-1].task.args == (1, 512, 1, 1, 1000, 1, 1, 0)
@@ -52,7 +53,7 @@ def test_layers_no_template_computes_are_named_by_their_shapes_and_dtype(dtype):
     (cv,) = b.add(Conv(strides=(2, 2), pads=(1, 1, 1, 1), groups=2),
                   ["img", b.add_constant("k", np.ones((8, 2, 3, 3), DType.of(dtype).numpy))], "cv")
     b.outputs = [fc, cv]
-    tasks = extract_tasks(b.build(), tt.Target.host())
+    tasks = extract_tasks(b.build(), tt.Target.host(), search=Search.TEMPLATES)
     assert [(t.task, t.workload, t.kind) for t in tasks] == [
         (None, f"[4,8]->16 dense {dtype}", "dense"),
         (None, f"[1,4,6,6]->8 k3x3 s2x2 p1,1,1,1 d1x1 g2 {dtype}", "grouped_conv2d")]
@@ -62,7 +63,7 @@ def test_layers_no_template_computes_are_named_by_their_shapes_and_dtype(dtype):
 def test_depthwise_tasks_and_their_tuned_configs(tmp_path):
     m = zoo.mobilenet_v2(image=32)
     target = tt.Target.host()
-    tasks = extract_tasks(optimized_graph(m, target), target)
+    tasks = extract_tasks(optimized_graph(m, target), target, search=Search.TEMPLATES)
     depthwise = [t for t in tasks if t.kind == "depthwise_conv2d"]
     assert depthwise and all(t.task.name == "depthwise_conv2d_nchwc_packed" for t in depthwise)
     _log(tmp_path / "log.jsonl", [t.task for t in depthwise[:3]])
@@ -89,7 +90,7 @@ def _log(path, tasks, seed=0):
 def test_compile_with_a_log_uses_its_best_configs(tmp_path, template_lanes):
     m = zoo.resnet18(image=32)
     target = tt.Target.host()
-    tasks = [t.task for t in extract_tasks(optimized_graph(m, target), target)]
+    tasks = [t.task for t in extract_tasks(optimized_graph(m, target), target, search=Search.TEMPLATES)]
     chosen = [tasks[1], tasks[4], tasks[-1]]  # 3x3 convolutions (with and without residual), the dense layer
     pairs = _log(tmp_path / "log.jsonl", chosen)
     module = tt.compile(m, log=tmp_path / "log.jsonl")
@@ -115,7 +116,7 @@ def test_tuned_config_with_other_channel_blocks_is_left_out(tmp_path):
     target = tt.Target.host()
     blocks_of_4 = Target.parse("c -isa=neon -cores=2 -arch=aarch64")  # 4 floats per vector
     graph = optimize(import_onnx(m), blocks_of_4)  # a layout of 4-channel blocks, which no template of the host uses
-    tasks = [t.task for t in extract_tasks(graph, target)]
+    tasks = [t.task for t in extract_tasks(graph, target, search=Search.TEMPLATES)]
     _log(tmp_path / "log.jsonl", [tasks[1]])
     choose = TunedKernels(tmp_path / "log.jsonl", target)
     lanes = target.lanes("float32")

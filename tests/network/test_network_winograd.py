@@ -12,6 +12,7 @@ import pytest
 
 import tensortune as tt
 from onnx_models import assert_close, default_blocks, model, node, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureInput, MeasureResult
 from tensortune.autotvm.record import append_records
 from tensortune.autotvm.task import Task
@@ -41,7 +42,7 @@ def resnet():
 
 @pytest.fixture(scope="module")
 def tasks(resnet):
-    return extract_tasks(optimized_graph(resnet, TARGET), TARGET)
+    return extract_tasks(optimized_graph(resnet, TARGET), TARGET, search=Search.TEMPLATES)
 
 
 def config_of_tile(task: Task, tile: int, seed: int = 0) -> int:
@@ -109,7 +110,7 @@ def test_a_fused_winograd_kernel_equals_numpy(tile, tmp_path):
     m, w, b = residual_block(16, 32, 9)
     (conv,) = [n for n in optimized_graph(m, TARGET).nodes if n.op.kind == "Conv"]
     assert [s.op.name for s in conv.op.epilogue] == ["add", "relu"] and conv.op.has_bias
-    (t,) = extract_tasks(optimized_graph(m, TARGET), TARGET)
+    (t,) = extract_tasks(optimized_graph(m, TARGET), TARGET, search=Search.TEMPLATES)
     wino, _ = t.alternatives
     log = tmp_path / "log.jsonl"
     direct = t.task.space.sample(1, random.Random(tile))[0]
@@ -126,12 +127,12 @@ def test_a_fused_winograd_kernel_equals_numpy(tile, tmp_path):
 def test_tasks_on_the_command_line_lists_the_alternatives(resnet, tmp_path, capsys):
     path = tmp_path / "resnet18.onnx"
     path.write_bytes(resnet.SerializeToString())
-    assert main(["tasks", str(path), "--json"]) == 0
+    assert main(["tasks", str(path), "--json", "--search", "templates"]) == 0
     rows = json.loads(capsys.readouterr().out)["tasks"]
     winograd = [[a for a in r["alternatives"] if a["template"] == WINOGRAD_TEMPLATE] for r in rows]
     assert [tuple(r["args"][1:4]) for r, w in zip(rows, winograd) if w] == LAYERS
     assert all(r["alternatives"][-1]["template"] == DEFAULT_TEMPLATE for r in rows)
-    assert main(["tasks", str(path)]) == 0
+    assert main(["tasks", str(path), "--search", "templates"]) == 0
     out = capsys.readouterr().out
     assert "12 tuning tasks (and 4 alternatives)" in out and f"untuned kernel ({DEFAULT_TEMPLATE})" in out
     assert [line.split()[:2] for line in out.splitlines() if WINOGRAD_TEMPLATE in line] == [

@@ -8,6 +8,7 @@ import pytest
 
 import tensortune.network as nw
 from onnx_models import assert_close, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.autotvm.measure.result import ErrorKind, MeasureResult
 from tensortune.autotvm.record import load_records
 from tensortune.cli import main
@@ -33,7 +34,7 @@ def resnet():
 
 def test_the_networks_tasks_carry_their_occurrences(resnet):
     target = Target.host()
-    tasks = network_tasks(resnet, target)
+    tasks = network_tasks(resnet, target, search=Search.TEMPLATES)
     weighted = weighted_tasks(tasks)
     layers = {w.group_key: w.weight for w in weighted}  # a layer's alternatives count once
     assert sum(layers.values()) == sum(t.occurrences for t in tasks if t.task is not None)
@@ -45,14 +46,23 @@ def test_the_networks_tasks_carry_their_occurrences(resnet):
         names = sorted(w.task.name for w in weighted if w.group == group)
         assert names == sorted([CONV_TEMPLATE, DEFAULT_TEMPLATE] + [WINOGRAD_TEMPLATE] * (n == 3))
     assert all(w.task.name == DEFAULT_TEMPLATE for w in weighted[:len(groups)])  # measured first
+    # by default, each layer's template-free search too, and the poolings' (no template), with their untuned kernels
+    every = weighted_tasks(network_tasks(resnet, target))
+    for group, n in groups.items():  # (one sketch per distinct fused kernel: nodes of a workload differ in epilogues)
+        names = [w.task.name for w in every if w.group == group]
+        assert sorted(n for n in names if n != "auto_expression") == \
+            sorted(w.task.name for w in weighted if w.group == group) and "auto_expression" in names
+    pools = Counter(w.group for w in every if w.group not in groups)
+    assert len(pools) == 2 and set(pools.values()) == {2}  # the max pooling, the global average pooling
+    assert {w.task.name for w in every if w.group in pools} == {"auto_expression", "expression_default"}
 
 
 @pytest.mark.slow
 def test_a_tuned_network_uses_its_log_and_still_equals_onnxruntime(resnet, tmp_path):
     log = tmp_path / "net.jsonl"
-    result = tune_model(resnet, 160, log, tuner="random", round_size=8, measure=fake_measure, seed=0,
-                        progress=False)
-    assert sum(result.trials) == 160 and len(load_records(log)) == 160
+    result = tune_model(resnet, 240, log, tuner="random", round_size=8, measure=fake_measure, seed=0,
+                        progress=False)  # the templates' tasks and the template-free search of every node
+    assert sum(result.trials) == 240 and len(load_records(log)) == 240
     tuned_tasks = sum(1 for n in result.trials if n > 0)
     assert tuned_tasks == len(result.tasks)  # every task had its first round (Winograd alternatives included)
     module = nw.compile(resnet, log=log)
@@ -70,7 +80,8 @@ def test_tune_model_on_the_command_line_resumes(resnet, tmp_path, capsys):
     model.write_bytes(resnet.SerializeToString())
     log, curve = tmp_path / "net.jsonl", tmp_path / "curve.json"
     args = ["tune-model", str(model), "--trials", "16", "--log", str(log), "--round-size", "8", "--tuner", "random",
-            "--quiet", "--json", "--curve", str(curve), "--top", "1", "--rounds", "1", "--seed", "0"]
+            "--quiet", "--json", "--curve", str(curve), "--top", "1", "--rounds", "1", "--seed", "0",
+            "--search", "templates"]
     # (seeded: unseeded, the round of 4 random configs once left no layer a tuned config for refine to time, in
     # a CI run of 2026-12-02; seeds 0-9 each give 2-4 refinement records)
     assert main(args) == 0
@@ -155,9 +166,10 @@ def test_tune_model_times_kernels_on_fresh_inputs_unless_given_a_measure(resnet,
         runners.append(options.runner)
         return original(options)
     monkeypatch.setattr(measure_module, "Measurer", measurer)
-    layers = len({w.group_key for w in weighted_tasks(network_tasks(resnet, Target.host()))})
+    tasks = network_tasks(resnet, Target.host(), search=Search.TEMPLATES)
+    layers = len({w.group_key for w in weighted_tasks(tasks)})
     result = tune_model(resnet, layers, tmp_path / "net.jsonl", tuner="random", seed=0, num_threads=2,
-                        progress=False)  # the layers' untuned kernels, one trial each
+                        progress=False, search=Search.TEMPLATES)  # the layers' untuned kernels, one trial each
     assert sum(result.trials) == layers and all(r.ok for r in load_records(tmp_path / "net.jsonl"))
     assert [(r.fresh_input, r.num_threads) for r in runners] == [(True, 2)]
     tune_model(resnet, 4, tmp_path / "fake.jsonl", tuner="random", measure=fake_measure, seed=0, progress=False)
@@ -169,6 +181,6 @@ def test_a_network_with_nothing_to_tune_is_a_tune_error(tmp_path):
     from tensortune.autotvm.tune import TuneError
 
     relu = model([node("Relu", ["x"], ["y"])], {"x": (1, 8)}, ["y"])
-    with pytest.raises(TuneError, match="no convolution or dense layer"):
+    with pytest.raises(TuneError, match="no convolution or dense layer .*, and no node that reduces"):
         tune_model(relu, 8, tmp_path / "net.jsonl", progress=False)
     assert not (tmp_path / "net.jsonl").exists()

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 import tensortune.network as nw
 from elementwise_checks import agree, check, opsets
 from onnx_models import model, node, ort_run, rand
+from tensortune.network.tasks import Search
 from tensortune.frontend import import_onnx
 from tensortune.graph import GraphError, TensorType, UnsupportedModelError, interpret
 from tensortune.network.tasks import extract_tasks
@@ -173,7 +174,7 @@ def test_a_small_video_network_compiles_and_matches():
     g = nw.optimized_graph(m, Target.host())
     pool = next(n for n in g.nodes if isinstance(n.op, Pool) and n.op.rank == 3 and n.op.mode is PoolKind.MAX)
     assert [str(s.op) for s in pool.op.epilogue] == ["Relu"]
-    tasks = extract_tasks(g, Target.host())
+    tasks = extract_tasks(g, Target.host(), search=Search.TEMPLATES)
     assert [(t.kind, t.task) for t in tasks] == [("conv3d", None)] * 3
     assert tasks[1].workload == "[1,8,4,8,8]->8 k3x3x3 s1x1x1 p1,1,1,1,1,1 d1x1x1 g8"
     assert tasks[0].flops == 2 * 8 * 4 * 16 * 16 * 3 * 27
