@@ -7,7 +7,6 @@ import pytest
 
 import tensortune as tt
 from network_logs import timed, tuned_layers, valid_configs
-from tensortune.network.tasks import Search
 from tensortune.autotvm.record import append_records
 from tensortune.cli import main
 from tensortune.errors import ArgumentError
