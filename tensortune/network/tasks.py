@@ -65,10 +65,11 @@ def node_tasks(g: Graph, node: Node, target: Target, search: Search = Search.ALL
     return templates + auto[:1] if templates else auto
 
 
-def candidate_tasks(g: Graph, node: Node, target: Target) -> tuple[Task, ...]:
+def candidate_tasks(g: Graph, node: Node, target: Target, expressions: bool = True) -> tuple[Task, ...]:
     """Every task whose records may schedule the node, whichever ``Search`` tuned it: the templates' (direct task
-    first), then the template-free search's and the default kernel measured as an expression."""
-    return node.op.tasks(g, node, target) + expression_tasks(g, node, target)
+    first), then, with ``expressions`` (a log without records of expressions needs none), the template-free search's
+    and the default kernel measured as an expression."""
+    return node.op.tasks(g, node, target) + (expression_tasks(g, node, target) if expressions else ())
 
 
 def tunable(g: Graph, node) -> bool:

@@ -28,7 +28,7 @@ from ..errors import TensortuneError
 from ..graph.errors import NetworkCompileError
 from ..graph.ir import Graph, Node
 from ..operators.conv_tasks import BlockMismatch, is_default
-from ..operators.expression_tasks import is_expression, sketched_kernel
+from ..operators.expression_tasks import EXPRESSION_TEMPLATES, is_expression, sketched_kernel
 from ..operators.kernel import KernelDef
 from ..target import Target
 from .layouts import record_blocks, runs_with
@@ -52,6 +52,8 @@ class TunedKernels:
             raise NetworkCompileError(f"no such tuning log: {os.fspath(log)}")
         everything = load_records(log, in_network=True)
         self.records = [r for r in everything if not r.network]
+        # only then are nodes seen as expressions (building each node's kernel once more to write its DAG)
+        self.expressions = any(r.template in EXPRESSION_TEMPLATES for r in self.records)
         self.in_network = [r for r in everything if r.network]
         self.target = target
         self.applied: dict[str, tuple[str, int]] = {}
@@ -104,7 +106,7 @@ class TunedKernels:
         return latest_choice(self.in_network, (layer_tag(self._fingerprint[1], blocks), self._fingerprint[1]), tasks)
 
     def __call__(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        tasks = candidate_tasks(g, node, target)
+        tasks = candidate_tasks(g, node, target, self.expressions)
         if not tasks:
             return node.op.kernel(g, node, target)
         blocks = node.op.layer_blocks(g, node)

@@ -31,6 +31,10 @@ from ..te.tensor import ComputeOp, Tensor
 from .kernel import KernelDef
 
 
+#: the names of the templates of expression tasks (as records name them)
+EXPRESSION_TEMPLATES = frozenset({auto_expression_template.name, expression_default_template.name})
+
+
 def expression_of(kd: KernelDef) -> Expression | None:
     """The ``Expression`` workload of a node's default kernel, or None where it is no task (see the module
     docstring)."""

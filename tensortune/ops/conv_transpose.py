@@ -1,6 +1,14 @@
-"""Transposed 2-D convolution in NCHW, declared as PyTorch and ONNX define it: the input spread out by the stride
-(zeros between its elements), padded by ``K - 1 - pad`` (and ``output_padding`` more at the end), convolved with
-the flipped filters."""
+"""Transposed 2-D convolution in NCHW, declared by the phases of its stride (sub-pixel convolution).
+
+PyTorch and ONNX define it as the input spread out by the stride (zeros between its elements), padded and convolved
+with the flipped filters; computed so, ``stride**2 - 1`` of every ``stride**2`` products are by zero. Here each
+output row ``y`` is seen by its phase: with ``Y = y + pad = stride * q + p``, it sums input row ``q - t`` times filter
+row ``p + stride * t`` over ``t``, a regular convolution of ``ceil(K / stride)`` taps per phase. The declaration
+has the input zero-padded (``data_pad``: rows ``q - t`` outside the input read zeros), the filters regrouped by phase
+(``weight_phase[c, o, p, p', t, t']``, zero where ``p + stride * t`` passes ``K``), one reduction per phase
+(``phases[n, o, p, p', q, q']``) and the output read from its phase; every product it computes is one the scatter
+form computes too.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +25,7 @@ def conv2d_transpose_nchw(N: int, C: int, H: int, W: int, O: int, K: int, stride
                           name: str = "conv2d_transpose") -> Operator:
     """``out[n, o]`` = the sum over input channels ``c`` of ``data[n, c]`` scattered through ``weight[c, o]``
     (weights ``[C, O, K, K]``, as ONNX stores them); output size ``(H - 1) * stride - 2 * pad + K +
-    output_padding``."""
+    output_padding`` (see the module docstring for the declaration)."""
     if stride < 1 or K < 1 or not 0 <= pad < K or not 0 <= output_padding < stride:
         raise ShapeError(f"{name}: need stride >= 1, 0 <= pad < K={K}, 0 <= output_padding < stride, got "
                          f"stride={stride}, pad={pad}, output_padding={output_padding}")
@@ -27,18 +35,36 @@ def conv2d_transpose_nchw(N: int, C: int, H: int, W: int, O: int, K: int, stride
                          "the transposed convolution spreads")
     data = te.placeholder((N, C, H, W), dtype, "data")
     weight = te.placeholder((C, O, K, K), dtype, "weight")
-    before = K - 1 - pad
+    taps = -(-K // stride)  # filter rows per phase
+    q0 = pad // stride  # the first q an output row has
+    QH, QW = ((n - 1 + pad) // stride - q0 + 1 for n in (OH, OW))
+    # input rows read: q0 + q - t for q < Q, t < taps; padded by `before` and `after` zero rows
+    before = max(0, taps - 1 - q0)
+    after_h, after_w = (max(0, q0 + Q - 1 - (n - 1)) for Q, n in ((QH, H), (QW, W)))
 
-    def spread(b, c, y, x):  # data spread by the stride and padded: zero between and around its elements
-        ty, tx = y - before, x - before
-        inside = te.logical_and(ty >= 0, tx >= 0, ty < (H - 1) * stride + 1, tx < (W - 1) * stride + 1,
-                                te.equal(ty % stride, 0), te.equal(tx % stride, 0))
-        return te.select(inside, data[b, c, ty // stride, tx // stride], te.const(0, dtype))
+    def padded(b, c, i, j):
+        inside = te.logical_and(i >= before, j >= before, i < before + H, j < before + W)
+        return te.select(inside, data[b, c, te.minimum(te.maximum(i - before, 0), H - 1),
+                                      te.minimum(te.maximum(j - before, 0), W - 1)], te.const(0, dtype))
 
-    dp = te.compute((N, C, OH + K - 1, OW + K - 1), spread, "data_spread")
-    rc, rh, rw = te.reduce_axis(C, "rc"), te.reduce_axis(K, "rh"), te.reduce_axis(K, "rw")
-    out = te.compute((N, O, OH, OW), lambda n, o, y, x: te.sum(
-        dp[n, rc, y + rh, x + rw] * weight[rc, o, K - 1 - rh, K - 1 - rw], axis=[rc, rh, rw]), name)
+    dp = te.compute((N, C, before + H + after_h, before + W + after_w), padded, "data_pad")
+
+    def phase_weight(c, o, p, pp, t, tt):
+        ky, kx = p + stride * t, pp + stride * tt
+        return te.select(te.logical_and(ky < K, kx < K),
+                         weight[c, o, te.minimum(ky, K - 1), te.minimum(kx, K - 1)], te.const(0, dtype))
+
+    wp = te.compute((C, O, stride, stride, taps, taps), phase_weight, "weight_phase")
+    rc, rt, rtt = te.reduce_axis(C, "rc"), te.reduce_axis(taps, "rt"), te.reduce_axis(taps, "rtt")
+    shift = before + q0
+    phases = te.compute((N, O, stride, stride, QH, QW), lambda n, o, p, pp, q, qq: te.sum(
+        dp[n, rc, q + shift - rt, qq + shift - rtt] * wp[rc, o, p, pp, rt, rtt], axis=[rc, rt, rtt]), "phases")
+
+    def element(n, o, y, x):
+        return phases[n, o, (y + pad) % stride, (x + pad) % stride, (y + pad) // stride - q0,
+                      (x + pad) // stride - q0]
+
+    out = te.compute((N, O, OH, OW), element, name)
 
     def reference(x, w):
         r = np.zeros((N, O, OH + 2 * pad, OW + 2 * pad), np.float64)
@@ -49,14 +75,14 @@ def conv2d_transpose_nchw(N: int, C: int, H: int, W: int, O: int, K: int, stride
         return r[:, :, pad:pad + OH, pad:pad + OW].astype(x.dtype)
 
     return Operator(name, (data, weight), out, 2 * N * C * O * H * W * K * K, reference, _schedule,
-                    parts={Part.ACCUMULATOR: out, Part.PADDED_INPUT: dp})
+                    parts={Part.ACCUMULATOR: phases, Part.PADDED_INPUT: dp, Part.PACKED_WEIGHT: wp})
 
 
 def _schedule(op: Operator, target: Target) -> Schedule:
-    """The untuned baseline: the spread input at the root, output channels in parallel."""
+    """The untuned baseline: every stage at the root, output channels in parallel."""
     s = create_schedule(op.output)
-    s[op.part(Part.PADDED_INPUT)].parallel(s[op.part(Part.PADDED_INPUT)].axis[1])
-    s[op.output].parallel(s[op.output].axis[1])
+    for t in (op.part(Part.PADDED_INPUT), op.part(Part.PACKED_WEIGHT), op.part(Part.ACCUMULATOR), op.output):
+        s[t].parallel(s[t].axis[1])
     return s
 
 

@@ -100,8 +100,21 @@ TEMPLATE_TASKS = {
     "auto_softmax": ("softmax", {"M": 4, "N": 12}),
     "auto_layer_norm": ("layer_norm", {"M": 4, "N": 12}),
 }
+
+
+def _expression_args(op) -> tuple:
+    """The arguments of a network node's expression task: ``op``'s DAG with its default schedule for NEON."""
+    from tensortune.schedule.steps import step_to_json
+    from tensortune.te.serialize import dumps
+
+    steps = [step_to_json(s) for s in op.default_schedule(NEON).steps]
+    return op.name, dumps(op.args), json.dumps(steps, separators=(",", ":"))
+
+
 #: templates only a network's tuner makes tasks of (no operator of the catalog): their task arguments
-NETWORK_TEMPLATE_ARGS = {"nchwc_default": ("conv2d_nchwc_packed", 1, 16, 6, 6, 16, 3, 2, 1)}
+NETWORK_TEMPLATE_ARGS = {"nchwc_default": ("conv2d_nchwc_packed", 1, 16, 6, 6, 16, 3, 2, 1),
+                         "auto_expression": _expression_args(ops.layer_norm(6, 20)),
+                         "expression_default": _expression_args(ops.conv2d_nchw(1, 4, 6, 6, 8, 3, 3, 1, 1))}
 CONFIGS_PER_TEMPLATE = 3
 
 
