@@ -713,7 +713,7 @@ def _retime_top(log: str, task, k: int, threads: int) -> tuple[int, list[dict]]:
 
 _KERNEL_LABELS = {"tensortune": "tensortune, tuned", "tensortune_default": "tensortune, default schedule",
                   "numpy": "numpy.matmul", "torch": "torch (NCHW)", "torch_channels_last": "torch (channels-last)",
-                  "onnxruntime": "onnxruntime Conv"}
+                  "onnxruntime": "onnxruntime (one node)"}
 
 
 def _print_bench(report: dict) -> None:

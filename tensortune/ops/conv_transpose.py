@@ -4,9 +4,9 @@ PyTorch and ONNX define it as the input spread out by the stride (zeros between 
 with the flipped filters; computed so, ``stride**2 - 1`` of every ``stride**2`` products are by zero. Here each
 output row ``y`` is seen by its phase: with ``Y = y + pad = stride * q + p``, it sums input row ``q - t`` times filter
 row ``p + stride * t`` over ``t``, a regular convolution of ``ceil(K / stride)`` taps per phase. The declaration
-has the input zero-padded (``data_pad``: rows ``q - t`` outside the input read zeros), the filters regrouped by phase
-(``weight_phase[c, o, p, p', t, t']``, zero where ``p + stride * t`` passes ``K``), one reduction per phase
-(``phases[n, o, p, p', q, q']``) and the output read from its phase; every product it computes is one the scatter
+has the input zero-padded (``data_pad``: rows ``q - t`` outside the input read zeros), one reduction per phase
+(``phases[n, o, p, p', q, q']``, reading filter row ``p + stride * t``, zero past the filter) and the output read
+from its phase; every product it computes is one the scatter
 form computes too.
 """
 from __future__ import annotations
@@ -49,16 +49,17 @@ def conv2d_transpose_nchw(N: int, C: int, H: int, W: int, O: int, K: int, stride
 
     dp = te.compute((N, C, before + H + after_h, before + W + after_w), padded, "data_pad")
 
-    def phase_weight(c, o, p, pp, t, tt):
-        ky, kx = p + stride * t, pp + stride * tt
-        return te.select(te.logical_and(ky < K, kx < K),
-                         weight[c, o, te.minimum(ky, K - 1), te.minimum(kx, K - 1)], te.const(0, dtype))
-
-    wp = te.compute((C, O, stride, stride, taps, taps), phase_weight, "weight_phase")
     rc, rt, rtt = te.reduce_axis(C, "rc"), te.reduce_axis(taps, "rt"), te.reduce_axis(taps, "rtt")
     shift = before + q0
-    phases = te.compute((N, O, stride, stride, QH, QW), lambda n, o, p, pp, q, qq: te.sum(
-        dp[n, rc, q + shift - rt, qq + shift - rtt] * wp[rc, o, p, pp, rt, rtt], axis=[rc, rt, rtt]), "phases")
+
+    def tap(n, o, p, pp, q, qq):
+        ky, kx = p + stride * rt, pp + stride * rtt
+        w = weight[rc, o, te.minimum(ky, K - 1), te.minimum(kx, K - 1)]
+        if K % stride:  # the last tap of some phases is past the filter
+            w = te.select(te.logical_and(ky < K, kx < K), w, te.const(0, dtype))
+        return te.sum(dp[n, rc, q + shift - rt, qq + shift - rtt] * w, axis=[rc, rt, rtt])
+
+    phases = te.compute((N, O, stride, stride, QH, QW), tap, "phases")
 
     def element(n, o, y, x):
         return phases[n, o, (y + pad) % stride, (x + pad) % stride, (y + pad) // stride - q0,
@@ -75,13 +76,13 @@ def conv2d_transpose_nchw(N: int, C: int, H: int, W: int, O: int, K: int, stride
         return r[:, :, pad:pad + OH, pad:pad + OW].astype(x.dtype)
 
     return Operator(name, (data, weight), out, 2 * N * C * O * H * W * K * K, reference, _schedule,
-                    parts={Part.ACCUMULATOR: phases, Part.PADDED_INPUT: dp, Part.PACKED_WEIGHT: wp})
+                    parts={Part.ACCUMULATOR: phases, Part.PADDED_INPUT: dp})
 
 
 def _schedule(op: Operator, target: Target) -> Schedule:
     """The untuned baseline: every stage at the root, output channels in parallel."""
     s = create_schedule(op.output)
-    for t in (op.part(Part.PADDED_INPUT), op.part(Part.PACKED_WEIGHT), op.part(Part.ACCUMULATOR), op.output):
+    for t in (op.part(Part.PADDED_INPUT), op.part(Part.ACCUMULATOR), op.output):
         s[t].parallel(s[t].axis[1])
     return s
 
