@@ -398,8 +398,8 @@ class _VectorExpr(Visitor):
         return ("", True) if self.dry else (f"({a} {e.op.value} {b})", True)
 
     def visit_Call(self, e: Call) -> tuple[str, bool]:
-        """``exp`` and ``tanh`` of float32 vectors by ``_vmath_helper`` (sigmoid, SiLU, softmax, GELU and recurrent
-        gates in whole vectors); other functions are left to the scalar loop."""
+        """``exp``, ``tanh`` and ``erf`` of float32 vectors by ``_vmath_helper`` (sigmoid, SiLU, softmax, GELU and
+        recurrent gates in whole vectors); other functions are left to the scalar loop."""
         if e.func not in _VECTOR_MATH or e.dtype is not DType.float32:
             raise _NotVectorizable
         a, av = self.visit(e.args[0])
@@ -407,7 +407,9 @@ class _VectorExpr(Visitor):
             return "", True
         gen = self.gen
         name, code = _vmath_helper(e.func, self.n)
-        gen.helpers.update({_vmath_helper(MathFunc.EXP, self.n)[1], code})  # tanh calls exp (sorted before it)
+        if e.func is MathFunc.TANH:  # tanh calls exp (helpers are sorted: exp's comes first)
+            gen.helpers.add(_vmath_helper(MathFunc.EXP, self.n)[1])
+        gen.helpers.add(code)
         gen.vec_types.update({(DType.float32, self.n), (DType.int32, self.n)})
         return f"{name}({a if av else gen.bcast(a, DType.float32, self.n, False)})", True
 
@@ -416,15 +418,39 @@ class _VectorExpr(Visitor):
 
 
 #: math functions explicit SIMD computes on float32 vectors (``_vmath_helper``)
-_VECTOR_MATH = (MathFunc.EXP, MathFunc.TANH)
+_VECTOR_MATH = (MathFunc.EXP, MathFunc.TANH, MathFunc.ERF)
+
+#: ``erf(x) = x P(x^2) / Q(x^2)`` on ``|x| <= 4`` (beyond it erf is +-1 in float32): a rational fit of ours (degrees
+#: 6 and 4, weighted least squares iterated toward minimax), 3.8e-7 at most from erf in float32 arithmetic
+_ERF_P = ("1.128379126e+00", "2.073766286e-01", "5.155894571e-02", "3.985785661e-03", "1.459783903e-04",
+          "-1.913571895e-06", "1.871411970e-08")
+_ERF_Q = ("1.000000000e+00", "5.171147407e-01", "1.180725609e-01", "1.496964125e-02", "1.015719128e-03")
 
 
 def _vmath_helper(func: MathFunc, n: int) -> tuple[str, str]:
     """``(name, C)`` of ``func`` on ``n`` float32 lanes, in GCC vector extensions (any ISA; the compiler picks the
     instructions): Cephes' ``expf`` (range reduction by ln 2, a degree-6 polynomial; about 1 ulp; 0 below the
-    smallest normal result, infinity above the largest) and ``tanhf`` (an odd polynomial below 0.625, else
-    ``1 - 2 / (exp(2|x|) + 1)`` with the sign; about 2 ulp). NaN stays NaN."""
+    smallest normal result, infinity above the largest), ``tanhf`` (an odd polynomial below 0.625, else
+    ``1 - 2 / (exp(2|x|) + 1)`` with the sign; about 2 ulp) and ``erff`` (``_ERF_P``, ``_ERF_Q``). NaN stays NaN."""
     t, m = _vtype(DType.float32, n), _vtype(DType.int32, n)
+    if func is MathFunc.ERF:
+        name = f"tt_verf_f32x{n}"
+
+        def horner(coefs: tuple[str, ...], var: str) -> str:
+            steps = "".join(f"{var}_ = {var}_ * t + {c}f; " for c in reversed(coefs[:-1]))
+            return f"{t} {var}_ = ({t}){{}} + {coefs[-1]}f; {steps}"
+
+        body = f"""static inline {t} {name}({t} x) {{
+  {m} lo = x < -4.0f, hi = x > 4.0f;
+  {t} c = ({t})((({m})x & ~(lo | hi)) | (({m})(({t}){{}} - 4.0f) & lo) | (({m})(({t}){{}} + 4.0f) & hi));
+  {t} t = c * c;
+  {horner(_ERF_P, "p")}
+  {horner(_ERF_Q, "q")}
+  {t} y = c * p_ / q_, one = ({t}){{}} + 1.0f;
+  {m} over = y > one, under = y < -one;  /* the fit rounds to 1 + 1 ulp near 4 */
+  return ({t})((({m})y & ~(over | under)) | (({m})one & over) | (({m})(-one) & under));
+}}"""
+        return name, body
     exp = f"tt_vexp_f32x{n}"
     if func is MathFunc.EXP:
         body = f"""static inline {t} {exp}({t} x) {{

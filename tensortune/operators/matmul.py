@@ -50,7 +50,7 @@ class Dense(ConvLike):
         (``dense_gemm_kernel``); one row (a classifier, a recurrent step) as the blocked 1x1 convolution."""
         if g.values[node.inputs[0]].shape[0] < GEMM_MIN_ROWS:
             return ConvLike.kernel(self, g, node, target)
-        return dense_gemm_kernel(g, node, lanes_of(target, g.values[node.outputs[0]].dtype, node))
+        return dense_gemm_kernel(g, node, target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +74,17 @@ class MatMul(Op):
         return np.matmul(a, b)
 
     def kernel(self, g: Graph, node: Node, target: Target) -> KernelDef:
-        return matmul_kernel(g, node, lanes_of(target, g.values[node.outputs[0]].dtype, node))
+        return matmul_kernel(g, node, target)
 
 
-#: rows of the register tile of a product of run-time tensors (``matmul_kernel``), and its most vectors of columns
-TILE_ROWS, TILE_VECTORS = 4, 2
+#: vectors of columns in a GEMM's register tile, and its most rows (``gemm_tiles``): BLIS's micro-kernels of
+#: 16 and 32 vector registers (6 x 16 on AVX2, 12 x 32 on AVX-512 and NEON's 12 x 8)
+TILE_VECTORS, MAX_TILE_ROWS = 2, 12
 
 
-def matmul_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+def matmul_kernel(g: Graph, node: Node, target: Target) -> KernelDef:
     """The product of two run-time tensors (attention's ``Q @ K^T`` and ``P @ V``), each batch as a register-tiled
-    GEMM: ``TILE_ROWS`` rows x up to ``TILE_VECTORS`` vectors of columns accumulated over K in registers, A's element
+    GEMM (``gemm_tiles``): rows x up to ``TILE_VECTORS`` vectors of columns accumulated over K in registers, A's element
     broadcast, a row of B one vector load. The tiles cover the output padded to whole tiles: B is copied into
     columns padded with zeros (``b_pad``, one pass over B), A's rows past the end read its last row again, and the
     output keeps the real ones."""
@@ -94,7 +95,7 @@ def matmul_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     ta, tb = a.value(node.inputs[0], "a"), a.value(node.inputs[1], "b")
     *batch, m, n = out_v.shape
     kdim = av.shape[-1]
-    rows, panel = gemm_tiles(m, n, lanes)
+    rows, panel = gemm_tiles(m, n, target, out_v.dtype, node)
     mp, np_ = -(-m // rows) * rows, -(-n // panel) * panel
     b_batch = bv.shape[:-2]
     b_pad = te.compute((*b_batch, kdim, np_), lambda *i: te.select(
@@ -120,7 +121,7 @@ def matmul_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
 GEMM_MIN_ROWS = 2
 
 
-def dense_gemm_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
+def dense_gemm_kernel(g: Graph, node: Node, target: Target) -> KernelDef:
     """A dense layer ``x [M, K] @ W.T`` with its bias and epilogue, as register tiles of ``gemm_tiles`` (see
     ``schedule_gemm``) over the output padded to whole tiles: the constant weights packed once, at compile time,
     into panels ``[N'/panel, K, panel]`` (zero columns past N), rows past M reading the last one again; the bias and
@@ -131,7 +132,7 @@ def dense_gemm_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     w = g.constants.get(node.inputs[1])
     if w is None:
         raise NetworkCompileError(f"Dense '{node.name}': its weight must be a constant")
-    rows, panel = gemm_tiles(m, n, lanes)
+    rows, panel = gemm_tiles(m, n, target, out_v.dtype, node)
     mp, np_ = -(-m // rows) * rows, -(-n // panel) * panel
     wide = np.zeros((np_, kdim), w.dtype)
     wide[:n] = w
@@ -150,11 +151,17 @@ def dense_gemm_kernel(g: Graph, node: Node, lanes: int) -> KernelDef:
     return a.done("dense", node, out, s, 2 * m * n * kdim)
 
 
-def gemm_tiles(m: int, n: int, lanes: int) -> tuple[int, int]:
-    """``(rows, columns)`` of a GEMM's register tile: ``TILE_ROWS`` rows (fewer when ``m`` is), ``TILE_VECTORS``
-    vectors of columns (fewer when ``n`` fills fewer)."""
-    panel = min(TILE_VECTORS * lanes, -(-n // lanes) * lanes) if lanes > 1 else min(n, 8)
-    return min(TILE_ROWS, m), panel
+def gemm_tiles(m: int, n: int, target: Target, dtype, node: Node | None = None) -> tuple[int, int]:
+    """``(rows, columns)`` of a GEMM's register tile: ``TILE_VECTORS`` vectors of columns (fewer when ``n`` fills
+    fewer), and as many rows as the target's vector registers hold accumulators for beside the row of B's vectors
+    and A's broadcast element (6 of AVX2's 16, 12 of 32; fewer when ``m`` is). Each step of K then loads a row of
+    B and ``rows`` elements of A for ``rows x vectors`` FMAs: with 4 rows instead of 6, an AVX2 core was bound by its
+    loads (BERT-base's dense layers 1.5x slower on a Zen 3)."""
+    lanes = lanes_of(target, dtype, node)
+    vectors = min(TILE_VECTORS, -(-n // lanes)) if lanes > 1 else 1
+    panel = vectors * lanes if lanes > 1 else min(n, 8)
+    fit = target.accumulator_budget(TILE_VECTORS) // TILE_VECTORS
+    return max(1, min(MAX_TILE_ROWS, fit, m)), panel
 
 
 def schedule_gemm(s, out, acc, rows: int, panel: int, inline: Sequence = ()) -> None:
@@ -169,6 +176,7 @@ def schedule_gemm(s, out, acc, rows: int, panel: int, inline: Sequence = ()) -> 
     xo, xi = s[out].split(x, panel)
     s[out].reorder(*outer, xo, yo, yi, xi)
     s[out].parallel(s[out].fuse(*outer, xo) if outer else xo)
+    s[out].vectorize(xi)  # the epilogue (GELU's erf, SiLU's exp) in whole vectors as the tile is stored
     s[acc].compute_at(s[out], yo)
     *_, ay, ax = s[acc].axis
     (k,) = s[acc].reduce_axis

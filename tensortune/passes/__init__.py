@@ -19,6 +19,7 @@ from .fuse_injective import fuse_injective
 from .fuse_producers import fuse_producers
 from .plan_layout import Blocks, plan_layout
 from .simplify import remove_identities
+from .sink_reshapes import sink_reshapes
 
 GraphPass = Callable[[Graph], Graph]
 
@@ -32,6 +33,7 @@ def graph_passes(target: Target, blocks: Blocks | None = None) -> tuple[tuple[st
         ("remove_identities", remove_identities),
         ("fold_batchnorm", fold_batchnorm),
         ("matmul_to_dense", matmul_to_dense),
+        ("sink_reshapes", sink_reshapes),
         ("fold_constants_again", fold_constants),
         ("fuse_epilogues", fuse_epilogues),
         ("fuse_injective", fuse_injective),
@@ -54,4 +56,4 @@ def optimize(g: Graph, target: Target, trace: Callable[[str, Graph], None] | Non
 
 __all__ = ["Blocks", "GraphPass", "eliminate_dead_nodes", "fold_batchnorm", "fold_constants", "fuse_epilogues",
            "fuse_injective", "fuse_producers", "graph_passes", "matmul_to_dense", "optimize", "plan_layout",
-           "remove_identities"]
+           "remove_identities", "sink_reshapes"]

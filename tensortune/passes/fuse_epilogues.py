@@ -73,7 +73,8 @@ def _per_channel(g: Graph, name: str, out_shape: tuple[int, ...]) -> np.ndarray 
 def _fold_into_weights(g: Graph, b: GraphBuilder, p: _Pending, step: EpilogueStep, operand: str) -> _Pending | None:
     """``p`` with a per-channel constant add/sub/mul/div folded into its bias or weights, or None."""
     op = step.op
-    if not isinstance(p.op, ConvLike) or p.op.epilogue or step.operand_left or not isinstance(op, (Add, Sub, Mul, Div)):
+    if not isinstance(p.op, ConvLike) or p.op.epilogue or not isinstance(op, (Add, Sub, Mul, Div)) or \
+            (step.operand_left and not isinstance(op, (Add, Mul))):  # ``bias + y`` as well as ``y + bias``
         return None
     k = _per_channel(g, operand, g.values[p.output].shape)
     if k is None or not g.is_constant(p.inputs[1]) or (p.op.has_bias and not g.is_constant(p.inputs[2])):

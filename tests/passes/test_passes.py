@@ -8,10 +8,10 @@ from onnx_cases import CASES
 from onnx_models import assert_close, rand
 from tensortune.graph import PLAIN, GraphBuilder, Layout, TensorType, Value, interpret
 from tensortune.frontend import import_onnx
-from tensortune.operators import (Add, BatchNorm, Conv, Dense, EpilogueStep, Gather, Identity, MatMul, Mul, Pool,
+from tensortune.operators import (Add, BatchNorm, Conv, Dense, Div, EpilogueStep, Gather, Identity, MatMul, Mul, Pool,
                                   PoolKind, Relayout, Relu, Reshape, Sigmoid, Tanh)
-from tensortune.passes import (eliminate_dead_nodes, fold_batchnorm, fold_constants, fuse_epilogues, graph_passes,
-                               matmul_to_dense, optimize, plan_layout, remove_identities)
+from tensortune.passes import (eliminate_dead_nodes, fold_batchnorm, fold_constants, fuse_epilogues, fuse_injective,
+                               graph_passes, matmul_to_dense, optimize, plan_layout, remove_identities, sink_reshapes)
 from tensortune.network import zoo
 from tensortune.target import Target
 
@@ -146,6 +146,71 @@ def test_matmul_to_dense_and_epilogue():
     assert dense.op == Dense(has_bias=True, epilogue=(EpilogueStep(Mul()),))
     assert out.constants[dense.inputs[1]].shape == (4, 5)
     _same(g, out, {"x": rand((3, 5), 4)})
+
+
+def _transformer_ffn(bias_first: bool = True, tokens: int = 6):
+    """A transformer's feed-forward block as exporters write it: ``[1, tokens, 8]`` activations by a constant
+    ``[8, 12]``, the bias added (on the left, as PyTorch's exporter writes it, or on the right), exact GELU (its
+    input read twice), by a constant ``[12, 8]`` with its bias, and the block's input added back."""
+    from tensortune.operators.unary_math import Erf
+
+    b = GraphBuilder("g")
+    b.inputs = ["x"]
+    b.values["x"] = Value("x", TensorType((1, tokens, 8)))
+
+    def linear(y: str, k: int, n: int, name: str) -> str:
+        (y,) = b.add(MatMul(), [y, b.add_constant(f"{name}_w", rand((k, n), n))], name)
+        bias = b.add_constant(f"{name}_b", rand((n,), n + 1))
+        (y,) = b.add(Add(), [bias, y] if bias_first else [y, bias], f"{name}_bias")
+        return y
+
+    y = linear("x", 8, 12, "up")
+    (e,) = b.add(Div(), [y, b.add_constant("sqrt2", np.float32(np.sqrt(2)))], "div")
+    (e,) = b.add(Erf(), [e], "erf")
+    (e,) = b.add(Add(), [e, b.add_constant("one", np.float32(1))], "plus1")
+    (y,) = b.add(Mul(), [y, e], "gelu")
+    (y,) = b.add(Mul(), [y, b.add_constant("half", np.float32(0.5))], "half")
+    y = linear(y, 12, 8, "down")
+    (y,) = b.add(Add(), [y, "x"], "residual")
+    (y,) = b.add(Tanh(), [y], "act")  # the graph's output, read as a [1, tokens, 8] tensor again
+    b.outputs = [y]
+    return b.build()
+
+
+@pytest.mark.parametrize("bias_first", [True, False])
+def test_sink_reshapes_lets_bias_gelu_and_residual_join_dense_layers(bias_first):
+    """``matmul_to_dense`` puts a Reshape between a Dense of 3-D activations and what reads it; sunk below the
+    elementwise nodes, the biases (added on either side), the GELU and the residual all join the Dense layers'
+    epilogues."""
+    g = _transformer_ffn(bias_first)
+    out = fuse_epilogues(fuse_injective(fuse_epilogues(sink_reshapes(matmul_to_dense(g)))))
+    out = eliminate_dead_nodes(out)
+    assert [n.op.kind for n in out.nodes if n.op.kind != "Reshape"] == ["Dense", "Dense", "Tanh"]
+    up, down = [n for n in out.nodes if n.op.kind == "Dense"]
+    assert out.values[up.outputs[0]].shape == (6, 12) and len(up.op.epilogue) == 1  # the GELU chain
+    assert down.op.has_bias and down.op.epilogue == (EpilogueStep(Add()),)  # the residual
+    feeds = {"x": rand((1, 6, 8), 4)}
+    _same(g, out, feeds)
+    _same(g, optimize(g, AVX2), feeds)
+
+
+def test_sink_reshapes_leaves_what_would_broadcast_otherwise():
+    """A constant varying along an axis the reshape changes, or a run-time operand broadcast onto the reshaped
+    shape, keeps the elementwise node after the Reshape."""
+    b = GraphBuilder("g")
+    b.inputs = ["x", "r"]
+    b.values["x"] = Value("x", TensorType((6, 8)))
+    b.values["r"] = Value("r", TensorType((1, 1, 8)))
+    (y,) = b.add(Reshape((2, 3, 8)), ["x"], "split")
+    (y,) = b.add(Add(), [y, b.add_constant("rows", rand((3, 1), 1))], "per_row")  # axis 1 of (2, 3, 8): not x's
+    (z,) = b.add(Reshape((2, 3, 8)), ["x"], "split2")
+    (z,) = b.add(Mul(), [z, "r"], "bcast")
+    (z,) = b.add(Add(), [y, z], "sum")
+    b.outputs = [z]
+    g = b.build()
+    out = sink_reshapes(g)
+    assert [n.op.kind for n in out.nodes] == [n.op.kind for n in g.nodes]
+    _same(g, out, {"x": rand((6, 8), 2), "r": rand((1, 1, 8), 3)})
 
 
 def test_fold_constants_identities_and_dead_nodes():
