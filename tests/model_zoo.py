@@ -988,8 +988,63 @@ class _LastHidden(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, x):
-        return self.model(x).last_hidden_state
+    def forward(self, *inputs):
+        return self.model(*inputs).last_hidden_state
+
+
+def _tokens(vocab: int, seq: int, masked: int = 0) -> tuple[torch.Tensor, ...]:
+    """Token ids ``[1, seq]``, and with ``masked`` an attention mask whose last ``masked`` tokens are padding."""
+    ids = torch.randint(0, vocab, (1, seq), generator=torch.Generator().manual_seed(1))
+    if not masked:
+        return (ids,)
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    mask[:, seq - masked:] = 0
+    return ids, mask
+
+
+def bert(small: bool = True) -> Example:
+    """BERT's encoder (base in full: 12 layers of 768, 12 heads, 128 tokens), token ids and a padding mask."""
+    from transformers import BertConfig, BertModel
+
+    sizes = (dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                  vocab_size=1000) if small else {})
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(**sizes), add_pooling_layer=False)
+    seq = 13 if small else 128
+    return _LastHidden(model).eval(), _tokens(model.config.vocab_size, seq, seq // 8)
+
+
+def distilbert(small: bool = True) -> Example:
+    """DistilBERT (6 layers of 768, 12 heads, 128 tokens in full), token ids and a padding mask."""
+    from transformers import DistilBertConfig, DistilBertModel
+
+    sizes = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, vocab_size=1000) if small else {}
+    torch.manual_seed(0)
+    model = DistilBertModel(DistilBertConfig(**sizes))
+    seq = 16 if small else 128
+    return _LastHidden(model).eval(), _tokens(model.config.vocab_size, seq, seq // 8)
+
+
+def gpt2(small: bool = True) -> Example:
+    """GPT-2 (small in full: 12 layers of 768, 12 heads, 64 tokens), causal, without a key/value cache."""
+    from transformers import GPT2Config, GPT2Model
+
+    sizes = dict(n_embd=64, n_layer=2, n_head=4, vocab_size=1000, n_positions=64) if small else {}
+    torch.manual_seed(0)
+    model = GPT2Model(GPT2Config(use_cache=False, **sizes))
+    return _LastHidden(model).eval(), _tokens(model.config.vocab_size, 11 if small else 64)
+
+
+def vit(small: bool = True) -> Example:
+    """ViT (B/16 in full: 12 layers of 768 over the 196 patches of a 224x224 image and the class token)."""
+    from transformers import ViTConfig, ViTModel
+
+    sizes = (dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                  image_size=32, patch_size=8) if small else {})
+    torch.manual_seed(0)
+    model = ViTModel(ViTConfig(**sizes), add_pooling_layer=False)
+    size = model.config.image_size
+    return _LastHidden(model).eval(), _image(1, 3, size)
 
 
 def whisper_encoder(small: bool = True) -> Example:
@@ -1066,6 +1121,7 @@ class ZooModel:
     output_names: tuple[str, ...] = ("output",)
     dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
     dropout_masks: bool = False
+    dynamo: bool = False  # the legacy exporter cannot export it (GPT-2's masks call aten::diff)
 
 
 _OLD_ZOO = dict(opset=9, dropout_masks=True)
@@ -1088,6 +1144,10 @@ ZOO: dict[str, ZooModel] = {
     "googlenet": ZooModel(googlenet, **_OLD_ZOO),
     "whisper_encoder": ZooModel(whisper_encoder, input_names=("input_features",)),
     "wav2vec2": ZooModel(wav2vec2, input_names=("input_values",)),
+    "bert": ZooModel(bert, input_names=("input_ids", "attention_mask")),
+    "distilbert": ZooModel(distilbert, input_names=("input_ids", "attention_mask")),
+    "gpt2": ZooModel(gpt2, input_names=("input_ids",), dynamo=True),
+    "vit": ZooModel(vit, input_names=("pixel_values",)),
     "lstm_lm": ZooModel(lstm_lm, input_names=("tokens", "h0", "c0"), output_names=("log_probs", "h", "c"),
                         dynamic_axes={"tokens": {0: "steps"}, "log_probs": {0: "steps"}}),
     "gru": ZooModel(gru),
@@ -1100,7 +1160,7 @@ def export(name: str, small: bool = True, dynamo: bool = False) -> tuple[onnx.Mo
     """The zoo network ``name`` as an ONNX model and the feeds of its example inputs."""
     z = ZOO[name]
     module, inputs = z.build(small)
-    model = to_onnx(module, inputs, z.opset, dynamo, z.input_names, z.output_names, z.dynamic_axes or None)
+    model = to_onnx(module, inputs, z.opset, dynamo or z.dynamo, z.input_names, z.output_names, z.dynamic_axes or None)
     if z.dropout_masks:
         model = with_dropout_masks(model)
     return model, {n: x.numpy() for n, x in zip(z.input_names, inputs)}

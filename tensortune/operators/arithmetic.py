@@ -3,7 +3,9 @@ of binary nodes (``Add``, ``Maximum``, ``Minimum``; a Mean is the sum divided by
 
 Pow takes a float base and a float or integer exponent; an exponent of another dtype is cast to the base's first
 (``Cast``, fused into the power's kernel). A constant scalar exponent makes a unary ``PowScalar``, which joins a
-convolution's epilogue like an activation and computes ``x ** 2`` as ``x * x`` and ``x ** 0.5`` as a square root.
+convolution's epilogue like an activation and computes ``x ** 2``, ``x ** 3`` and ``x ** 4`` as products (the tanh
+form of GELU cubes its input: a product is one instruction on a vector, ``pow`` a libm call per element) and ``x **
+0.5`` as a square root.
 Max and Min of floats propagate NaN, as onnxruntime does.
 """
 from __future__ import annotations
@@ -37,8 +39,8 @@ class Pow(Binary):
 
 @dataclass(frozen=True, slots=True)
 class PowScalar(Unary):
-    """``x ** exponent``: ``x * x`` for 2, a square root for 0.5 (+inf at -inf, as ``pow`` gives; only -0 differs,
-    whose root keeps its sign), ``pow`` otherwise."""
+    """``x ** exponent``: products for 2, 3 and 4 (within an ulp of ``pow``), a square root for 0.5 (+inf at -inf,
+    as ``pow`` gives; only -0 differs, whose root keeps its sign), ``pow`` otherwise."""
 
     name = "pow_scalar"
     exponent: float
@@ -47,8 +49,9 @@ class PowScalar(Unary):
         x = xs[0]
         if self.exponent == 1:
             return x
-        if self.exponent == 2:
-            return x * x
+        if self.exponent in (2, 3, 4):
+            square = x * x
+            return {2: square, 3: square * x, 4: square * square}[int(self.exponent)]
         if self.exponent == 0.5:
             return m.select(m.equal(x, m.const(-math.inf)), m.const(math.inf), m.sqrt(x))
         return m.pow(x, m.const(self.exponent))

@@ -1,6 +1,7 @@
 """The networks users export from PyTorch (``tests/model_zoo.py``, small configurations) compile with tensortune and
 equal onnxruntime within a float32 relative error of 1e-3: CNNs of torchvision's families, segmentation nets, the
-ONNX model zoo's opset-9 nets with Dropout masks, recurrent language models, audio transformers of ``transformers``;
+ONNX model zoo's opset-9 nets with Dropout masks, recurrent language models, the audio and text transformers and
+ViT of ``transformers`` (BERT and DistilBERT with a padding mask, GPT-2's causal mask);
 exported by the legacy exporter at opset 17 (9 for the old zoo's), a few also by the dynamo exporter (opsets 18-20);
 dynamic dimensions compiled at the shapes given."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tensortune.network as nw  # noqa: E402
 from onnx_models import ort_run  # noqa: E402
 
 RELATIVE = 1e-3
-NEEDS_TRANSFORMERS = {"whisper_encoder", "wav2vec2"}
+NEEDS_TRANSFORMERS = {"whisper_encoder", "wav2vec2", "bert", "distilbert", "gpt2", "vit"}
 SLOW = {"googlenet", "deeplabv3", "whisper_encoder", "mobilenet_v3", "inception_v3", "unet", "squeezenet",
         "efficientnet_b0", "shufflenet_v2", "densenet121", "resnext50"}  # 2.5 s or more each on 2 busy cores
 

@@ -40,10 +40,10 @@ def test_pow_equals_onnxruntime(opset, data):
 
 
 def test_pow_of_a_constant_exponent_is_unary_and_joins_an_epilogue():
-    """Constant scalar exponents become ``PowScalar`` (x * x, a square root, pow), which joins a convolution's
+    """Constant scalar exponents become ``PowScalar`` (products for 2 to 4, a square root, pow), which joins a convolution's
     epilogue; a run-time integer exponent is cast to the base's dtype inside the power's kernel."""
     x = np.array([-np.inf, -2.5, -1, -0.0, 0, 0.3, 1, 2, 7.5, np.inf], np.float32)
-    for k in (2, 0.5, 3, -1, 1, 0, -0.5):
+    for k in (2, 0.5, 3, 4, -1, 1, 0, -0.5):
         m = one_node("Pow", {"x": x.shape}, {}, "float32", 15, {"k": np.array([k], np.float32)})
         assert [type(n.op) for n in import_onnx(m).nodes] == [PowScalar]
         check(m, {"x": x})
