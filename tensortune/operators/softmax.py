@@ -84,17 +84,16 @@ class Softmax(Op):
             out = te.compute(shape, lambda *i: te.select(te.equal(i[ax], first[at(i, zero)]), te.const(1, dtype),
                                                          te.const(0, dtype)), "out")
             stages = [mx, first, out]
-        elif self.mode is SoftmaxKind.LOG_SOFTMAX:
-            sm = te.compute(red_shape, lambda *i: te.sum(te.exp(f32(x[at(i, k2)]) - mx[at(i, zero)]), axis=k2),
-                            "row_sum")
-            out = te.compute(shape, lambda *i: (f32(x[i]) - mx[at(i, zero)] - te.log(sm[at(i, zero)])).astype(dtype),
-                             "out")
-            stages = [mx, sm, out]
-        else:
+        else:  # the exponentials as a stage of their own, computed in whole vectors (in a sum, one expf each)
             ex = te.compute(shape, lambda *i: te.exp(f32(x[i]) - mx[at(i, zero)]), "exp")
             sm = te.compute(red_shape, lambda *i: te.sum(ex[at(i, k2)], axis=k2), "row_sum")
-            out = te.compute(shape, lambda *i: (ex[i] / sm[at(i, zero)]).astype(dtype), "out")
-            stages = [mx, ex, sm, out]
+            if self.mode is SoftmaxKind.LOG_SOFTMAX:  # x - (max + log(sum)): one log per row
+                lse = te.compute(red_shape, lambda *i: mx[i] + te.log(sm[i]), "log_sum_exp")
+                out = te.compute(shape, lambda *i: (f32(x[i]) - lse[at(i, zero)]).astype(dtype), "out")
+                stages = [mx, ex, sm, lse, out]
+            else:
+                out = te.compute(shape, lambda *i: (ex[i] / sm[at(i, zero)]).astype(dtype), "out")
+                stages = [mx, ex, sm, out]
         s = create_schedule(out)
         schedule_reductions(s, stages, lanes_of(target, xv.dtype, node))
         return a.done("softmax", node, out, s)

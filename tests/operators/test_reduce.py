@@ -5,6 +5,8 @@ ArgMax, ArgMin and Hardmax resolved as onnxruntime does; a reduction followed by
 what they cannot take is refused with the reason."""
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -196,6 +198,17 @@ def test_log_softmax_and_hardmax_equal_onnxruntime(shape, kind, opset, data):
     else:
         x = rng.uniform(-200, 200, shape).astype(np.float32)
     check(m, x)
+
+
+@pytest.mark.parametrize("kind", ["Softmax", "LogSoftmax"])
+def test_softmax_exponentials_run_in_vectors_over_long_rows(kind):
+    """A language model's output rows (a vocabulary of 1,000 here; 10,000-50,000 in use): the exponentials are a
+    stage of whole vectors (no ``expf`` per element inside the row sum), LogSoftmax's logarithm one per row."""
+    m = model([node(kind, ["x"], ["y"], axis=-1)], {"x": (5, 1003)}, ["y"], opset=13)
+    x = rand((5, 1003), 4, -30, 30)
+    check(m, x)
+    src = nw.compile(m, target=Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")).source
+    assert "tt_vexp_f32x8" in src and len(re.findall(r"\bexpf\(", src)) <= 1  # the row's last odd element
 
 
 @pytest.mark.parametrize("kind", ["Softmax", "LogSoftmax", "Hardmax"])
