@@ -9,13 +9,14 @@ from .schedule import create_schedule  # noqa: E402
 
 
 def __getattr__(name: str):
-    """``tensortune.compile(model)`` and ``tensortune.load(path)`` (whole networks), imported on first use so that
-    ``import tensortune`` stays as light as it was (build workers import it)."""
-    if name in ("compile", "load"):
+    """``tensortune.compile(model)``, ``tensortune.compile_buckets(model, sizes)`` and ``tensortune.load(path)``
+    (whole networks), imported on first use so that ``import tensortune`` stays as light as it was (build workers
+    import it)."""
+    if name in ("compile", "compile_buckets", "load"):
         from . import network
 
         return getattr(network, name)
     raise AttributeError(f"module 'tensortune' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "build", "compile", "create_schedule", "load", "lower", "te", "Target"]
+__all__ = ["__version__", "build", "compile", "compile_buckets", "create_schedule", "load", "lower", "te", "Target"]

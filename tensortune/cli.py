@@ -214,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("model", metavar="MODEL.onnx")
     c.add_argument("-o", "--output", required=True, metavar="PATH", help="folder to write the compiled network to")
     c.add_argument("--log", metavar="FILE", help="tuning log: its best configs schedule their tasks' kernels")
+    c.add_argument("--buckets", metavar="SYMBOL=SIZES",
+                   help="compile for several sizes of one symbolic dimension of the inputs, e.g. "
+                        "sequence=32,64,128,256,512: a run pads its inputs to the smallest size that holds them and "
+                        "crops the outputs back (for models that mask the padding: attention masks, causal masks)")
+    c.add_argument("--pad", nargs="+", metavar="NAME=VALUE",
+                   help="with --buckets, the value an input is padded with (default 0), e.g. attention_mask=0")
     _network_options(c, " e.g. 'c -isa=avx2 -cores=2 -arch=x86_64'")
 
     r = sub.add_parser("run", help="run a compiled network on inputs stored as .npy files",
@@ -806,6 +812,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     shapes = parse_input_shapes(args.shape)
     target = _target(args.target)
     _check_output_dir(args.output)
+    if args.buckets is not None:
+        return _compile_buckets(args, shapes, target)
+    if args.pad is not None:
+        raise CLIError("--pad gives the values inputs are padded with to a bucket's size: use it with --buckets")
     start = time.perf_counter()
     module = compile_network(args.model, target=target, log=args.log, shapes=shapes)
     seconds = time.perf_counter() - start
@@ -838,6 +848,53 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compile_buckets(args: argparse.Namespace, shapes: dict, target) -> int:
+    from .network import compile_buckets
+
+    symbol, eq, sizes = args.buckets.partition("=")
+    try:
+        values = [int(v) for v in sizes.split(",")]
+    except ValueError:
+        values = []
+    if not eq or not symbol or not values or min(values) < 1:
+        raise CLIError(f"malformed --buckets '{args.buckets}': write SYMBOL=SIZES with positive sizes, e.g. "
+                       "sequence=32,64,128")
+    pads = {}
+    for item in args.pad or ():
+        name, eq, value = item.partition("=")
+        try:
+            pads[name] = float(value)
+        except ValueError:
+            eq = ""
+        if not eq or not name:
+            raise CLIError(f"malformed --pad '{item}': write NAME=VALUE, e.g. attention_mask=0")
+    start = time.perf_counter()
+    module = compile_buckets(args.model, {symbol: values}, target=target, log=args.log, shapes=shapes,
+                             pad_values=pads)
+    seconds = time.perf_counter() - start
+    path = module.export(args.output)
+    first = module.modules[module.sizes[0]].manifest
+    summary = {"model": args.model, "output": str(path), "name": first.name, "target": first.target,
+               "symbol": symbol, "sizes": list(module.sizes),
+               "inputs": {k: list(v) for k, v in module.layout.input_axes.items()},
+               "outputs": {k: list(v) for k, v in module.layout.output_axes.items()},
+               "constants_bytes": first.constants_bytes,
+               "workspace_bytes": max(m.manifest.workspace_bytes for m in module.modules.values()),
+               "compile_s": seconds}
+    if args.json:
+        print(json.dumps(summary))
+        return EXIT_OK
+    axes = "; ".join(f"{k} axis {','.join(map(str, v))}" for k, v in module.layout.input_axes.items())
+    print(f"compiled  {first.name} for {symbol} in {list(module.sizes)} in {seconds:.1f} s")
+    print(f"padded    {axes} (to the smallest size that holds a run's inputs); outputs cropped: "
+          + ("; ".join(f"{k} axis {','.join(map(str, v))}" for k, v in module.layout.output_axes.items()) or "none"))
+    print(f"memory    constants {first.constants_bytes / 2**20:.1f} MiB shared by every size, workspace "
+          f"{summary['workspace_bytes'] / 2**20:.1f} MiB (the largest size's)")
+    print(f"target    {first.target}")
+    print(f"written   {path}")
+    return EXIT_OK
+
+
 def _check_output_dir(path: str) -> None:
     """Fail before compiling, not after, when the compiled network cannot be written at ``path``."""
     from .network.module import MANIFEST
@@ -847,7 +904,7 @@ def _check_output_dir(path: str) -> None:
         raise CLIError(f"cannot write {path}: the directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise CLIError(f"cannot write {path}: permission denied in {parent}")
-    if os.path.exists(path) and not os.path.isfile(os.path.join(path, MANIFEST)):
+    if os.path.exists(path) and not any(os.path.isfile(os.path.join(path, f)) for f in (MANIFEST, "buckets.json")):
         raise CLIError(f"cannot write {path}: it exists and is not a compiled network; choose another path")
 
 

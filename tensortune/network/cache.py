@@ -49,14 +49,15 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def program_key(g: Graph, target: Target, steps) -> str:
-    """The key of the program a ``network_steps`` result generates."""
+def program_key(g: Graph, target: Target, steps, const_at: dict[int, int]) -> str:
+    """The key of the program a ``network_steps`` result generates with its constants at ``const_at`` (offsets by
+    ``id(array)``)."""
     calls = []
     for node_name, kd in steps.steps:
         where = []
         for arg in kd.args:
             if arg.const is not None:
-                where.append(["const", list(arg.const.shape), arg.const.dtype.name])
+                where.append(["const", list(arg.const.shape), arg.const.dtype.name, const_at[id(arg.const)]])
             else:
                 r = steps.root[arg.value]
                 where.append(["input", steps.input_of[r]] if r in steps.input_of else

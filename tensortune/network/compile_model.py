@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Mapping, Sequence
 
+import numpy as np
+
 from ..autotvm.record import Record
 from ..build import resolve_target
 from ..frontend.onnx import import_onnx
@@ -20,7 +22,7 @@ from . import cache
 from .backends import network_backend
 from .layouts import choose_blocks
 from .module import MANIFEST, ExportError, Manifest, NetworkLoadError, NetworkModule, load
-from .program import Program, build_program
+from .program import ConstantArena, Program, build_program
 from .tuned import TunedKernels
 
 
@@ -55,12 +57,8 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
             return load(cache.network_dir(key), num_threads)
         except NetworkLoadError:  # a damaged cache entry: compile again and replace it
             pass
-    choose = None
-    if log is not None:
-        choose = TunedKernels(log, tgt)
-    graph = optimized_graph(model, tgt, shapes, trace, choose.records if choose is not None else None)
-    program = build_program(graph, tgt, choose)
-    module = load_program(program, tgt, num_threads)
+    choose = TunedKernels(log, tgt) if log is not None else None
+    module = load_program(network_program(model, tgt, choose, shapes, trace), tgt, num_threads)
     if key is not None:
         try:
             module.export(cache.network_dir(key))
@@ -69,11 +67,23 @@ def compile(model, target: Target | str | None = None, log: str | os.PathLike | 
     return module
 
 
-def load_program(program: Program, target: Target, num_threads: int | None = None) -> NetworkModule:
-    """Build (or find in the cache) and load a program, with its target's backend (``backends.py``)."""
+def network_program(model, target: Target, choose: TunedKernels | None = None,
+                    shapes: Mapping[str, Sequence[int]] | None = None,
+                    trace: Callable[[str, Graph], None] | None = None, arena: ConstantArena | None = None) -> Program:
+    """The program of ``model`` (``optimized_graph``, then ``build_program`` with the tuned kernels of ``choose``
+    and its constants placed in ``arena``)."""
+    graph = optimized_graph(model, target, shapes, trace, choose.records if choose is not None else None)
+    return build_program(graph, target, choose, arena=arena)
+
+
+def load_program(program: Program, target: Target, num_threads: int | None = None,
+                 constants: np.ndarray | None = None) -> NetworkModule:
+    """Build (or find in the cache) and load a program, with its target's backend (``backends.py``);
+    ``constants``: its arena when already packed (shared with other programs)."""
     source = program.source
     library = network_backend(target).build(source, target)
     manifest = Manifest(program.name, str(target), program.inputs, program.outputs, program.constants_bytes,
                         program.workspace_bytes, tuple(program.kernels), len(program.calls),
                         tuple(c.node for c in program.calls), program.buffers_bytes)
-    return NetworkModule(library, manifest, program.constant_arena(), source, num_threads)
+    arena = program.constant_arena() if constants is None else constants
+    return NetworkModule(library, manifest, arena, source, num_threads)

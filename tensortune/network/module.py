@@ -129,6 +129,18 @@ class NetworkModule(BaseModule):
     def library(self) -> Path:
         return self.lib_path
 
+    @property
+    def constants(self) -> np.ndarray:
+        """The constant arena (bytes, packed as the kernels read them)."""
+        return self._constants
+
+    def share_workspace(self, other: "NetworkModule") -> None:
+        """Run in ``other``'s workspace (at least as large) under its lock: modules never run at once share one."""
+        if other._workspace.nbytes < self.manifest.workspace_bytes:
+            raise ArgumentError(f"a workspace of {other._workspace.nbytes} bytes cannot hold this network's "
+                                f"{self.manifest.workspace_bytes}")
+        self._workspace, self._lock = other._workspace, other._lock
+
     # ------------------------------------------------------------------ running
     @property
     def inputs(self) -> tuple[ArgSpec, ...]:
@@ -250,9 +262,15 @@ def spec_json(s: ArgSpec) -> dict:
     return {"name": s.name, "shape": list(s.shape), "dtype": str(s.dtype)}
 
 
-def load(path: str | os.PathLike, num_threads: int | None = None) -> NetworkModule:
-    """A network exported by ``NetworkModule.export``, ready to run (nothing is compiled)."""
+def load(path: str | os.PathLike, num_threads: int | None = None, constants_pool: dict | None = None):
+    """A network exported by ``NetworkModule.export`` (or ``BucketedModule.export``: ``buckets.load_buckets``),
+    ready to run (nothing is compiled). ``constants_pool``: constant arenas by checksum, read once for all the
+    networks loaded with it."""
     folder = Path(path)
+    if (folder / "buckets.json").is_file():
+        from .buckets import load_buckets
+
+        return load_buckets(folder, num_threads)
     if not (folder / MANIFEST).is_file():
         raise NetworkLoadError(f"{folder} is not an exported tensortune network (no {MANIFEST}); create one with "
                                "'tensortune compile model.onnx -o PATH'")
@@ -277,10 +295,14 @@ def load(path: str | os.PathLike, num_threads: int | None = None) -> NetworkModu
     # loaded from the cache by content, so that a network exported again to the same path is never confused
     # with the library this process loaded from there before
     library = cached_library(meta["library_sha256"], (folder / LIBRARY).read_bytes())
-    constants = aligned_bytes(manifest.constants_bytes)
-    with open(folder / CONSTANTS, "rb") as f:
-        if f.readinto(memoryview(constants)) != manifest.constants_bytes:
-            raise NetworkLoadError(f"{folder / CONSTANTS} is truncated; export the network again")
+    constants = (constants_pool or {}).get(meta["constants_sha256"])
+    if constants is None:
+        constants = aligned_bytes(manifest.constants_bytes)
+        with open(folder / CONSTANTS, "rb") as f:
+            if f.readinto(memoryview(constants)) != manifest.constants_bytes:
+                raise NetworkLoadError(f"{folder / CONSTANTS} is truncated; export the network again")
+        if constants_pool is not None:
+            constants_pool[meta["constants_sha256"]] = constants
     source = (folder / SOURCE).read_text() if (folder / SOURCE).is_file() else ""
     return NetworkModule(library, manifest, constants, source, num_threads)
 

@@ -11,6 +11,7 @@ language. The entry point has the runtime's kernel convention, so the native tim
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -89,35 +90,59 @@ def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Targe
     return _Steps(steps, root, output_of, {name: k for k, name in enumerate(g.inputs)})
 
 
-def place_constants(steps: list[tuple[str, KernelDef]]) -> tuple[list[tuple[int, np.ndarray]], dict[int, int], int]:
-    """Constants laid out one after another (an array several calls share is stored once): ``(offset, array)``
-    pairs, offsets by ``id(array)``, and the arena's size."""
-    constants: list[tuple[int, np.ndarray]] = []
+class ConstantArena:
+    """Constants laid out one after another: an array several calls share is stored once, and with
+    ``by_content`` an array equal to one placed before (by another program: the sizes of a bucketed module) too."""
+
+    def __init__(self, by_content: bool = False):
+        self.constants: list[tuple[int, np.ndarray]] = []  # (offset, array)
+        self.top = 0
+        self._by_content: dict[tuple, int] | None = {} if by_content else None
+
+    def place(self, a: np.ndarray) -> int:
+        """The offset of ``a`` in the arena (appended unless an equal array is there)."""
+        key = None
+        if self._by_content is not None:
+            raw = np.ascontiguousarray(a)
+            key = (raw.dtype.str, raw.shape, hashlib.sha256(raw.view(np.uint8).reshape(-1)).digest())
+            if key in self._by_content:
+                return self._by_content[key]
+        offset = self.top
+        self.constants.append((offset, a))
+        self.top += align(a.nbytes)
+        if key is not None:
+            self._by_content[key] = offset
+        return offset
+
+
+def place_constants(steps: list[tuple[str, KernelDef]], arena: ConstantArena | None = None) -> dict[int, int]:
+    """The offset in ``arena`` (default: a new one) of each constant of ``steps``, by ``id(array)``."""
+    arena = arena if arena is not None else ConstantArena()
     at: dict[int, int] = {}
-    top = 0
     for _, kd in steps:
         for arg in kd.args:
             if arg.const is not None and id(arg.const) not in at:
-                at[id(arg.const)] = top
-                constants.append((top, arg.const))
-                top += align(arg.const.nbytes)
-    return constants, at, top
+                at[id(arg.const)] = arena.place(arg.const)
+    return at
 
 
 def build_program(g: Graph, target: Target, choose: Callable[[Graph, Node, Target], KernelDef] | None = None,
-                  use_cache: bool = True) -> Program:
+                  use_cache: bool = True, arena: ConstantArena | None = None) -> Program:
     """Kernels for every node of ``g`` (``choose`` may pick a tuned one; default schedules otherwise), lowered
     once per distinct kernel, with their calls and memory planned, and the source the target's backend emits for
     it all (``backends.py``; a ``NetworkCompileError`` for a target kind it has no backend for).
 
     Lowering and code generation are skipped when a program with the same kernels was built before on this
-    machine (``cache.py``); only the constants are packed again.
+    machine (``cache.py``); only the constants are packed again. ``arena``: the constants are placed in this one,
+    shared with other programs (the program's ``constants`` are then the arena's as it stands).
     """
     backend = network_backend(target)
     st = network_steps(g, target, choose or default_kernel)
-    constants, const_at, const_bytes = place_constants(st.steps)
+    arena = arena if arena is not None else ConstantArena()
+    const_at = place_constants(st.steps, arena)
+    constants, const_bytes = list(arena.constants), arena.top
     specs = (tuple(_spec(g, i) for i in g.inputs), tuple(_spec(g, o) for o in g.outputs))
-    key = cache.program_key(g, target, st) if use_cache else None
+    key = cache.program_key(g, target, st, const_at) if use_cache else None
     if key is not None:
         hit = cache.load(key)
         if hit is not None:
