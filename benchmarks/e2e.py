@@ -81,10 +81,15 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _child(spec: dict) -> dict | None:
+def _child(spec: dict) -> dict:
     """Serve timings of one peer on one network (in a child process): after loading, checking and calibrating it,
     print one JSON line, then for each line read on stdin, time one repeat and print its seconds per run. Returns
-    a result to print instead (an error, or the peer's absence) when the peer cannot be timed."""
+    the result to print last: at the end of stdin the process's peak RSS, or instead of the timings an error or
+    the peer's absence when the peer cannot be timed.
+
+    Peers: tensortune (``spec["network"]``), onnxruntime and OpenVINO (``spec["model"]``), PyTorch eager and
+    ``torch.compile``: the model's graph run by ``torch_graph.GraphModule``, or with ``spec["zoo"]`` the real
+    PyTorch module of that ``tests/model_zoo.py`` network (what was exported; ``spec["small"]``: its test size)."""
     from tensortune.benchmarking.cpuid_cap import cap_from_environment
     from tensortune.runtime.timer import time_repeats
 
@@ -111,34 +116,59 @@ def _child(spec: dict) -> dict | None:
         sess = ort.InferenceSession(spec["model"], opts, providers=["CPUExecutionProvider"])
         feeds = feeds if feeds is not None else {sess.get_inputs()[0].name: x}
         run = lambda: sess.run(None, feeds)[0]  # noqa: E731
+    elif peer == "openvino":
+        try:
+            import openvino as ov
+            import openvino.properties as props
+            import openvino.properties.hint as hints
+        except ImportError:
+            return {"unavailable": "openvino is not installed"}
+        compiled = ov.Core().compile_model(spec["model"], "CPU", {
+            hints.inference_precision: ov.Type.f32,  # not the bf16 or f16 it would pick where the CPU has them
+            props.inference_num_threads: threads, hints.performance_mode: hints.PerformanceMode.LATENCY})
+        request = compiled.create_infer_request()
+        feeds = feeds if feeds is not None else {compiled.inputs[0].get_any_name(): x}
+        run = lambda: request.infer(feeds)[0]
     else:
         try:
             import torch
         except ImportError:
             return {"unavailable": "torch is not installed"}
-        sys.path.insert(0, str(HERE))
-        from torch_graph import GraphModule
-
-        from tensortune.frontend import import_onnx
-        from tensortune.passes import eliminate_dead_nodes, fold_constants, remove_identities
-
         torch.set_num_threads(threads)
-        g = eliminate_dead_nodes(remove_identities(fold_constants(import_onnx(spec["model"]))))
-        net = GraphModule(g).eval()
+        if spec.get("zoo"):
+            sys.path.insert(0, str(ROOT / "tests"))
+            from model_zoo import ZOO
+
+            zoo = ZOO[spec["zoo"]]
+            net, args = zoo.build(spec.get("small", False))  # seeded: the module and inputs that were exported
+            if feeds is None or set(feeds) != set(zoo.input_names) or not all(
+                    np.array_equal(t.numpy(), feeds[n]) for n, t in zip(zoo.input_names, args)):
+                return {"error": f"the inputs of the zoo's {spec['zoo']} are not the feeds of {spec['input']}"}
+        else:
+            sys.path.insert(0, str(HERE))
+            from torch_graph import GraphModule
+
+            from tensortune.frontend import import_onnx
+            from tensortune.passes import eliminate_dead_nodes, fold_constants, remove_identities
+
+            g = eliminate_dead_nodes(remove_identities(fold_constants(import_onnx(spec["model"]))))
+            net, args = GraphModule(g).eval(), (torch.from_numpy(x),)
         if peer == "torch_compile":
             try:
                 net = torch.compile(net)
             except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
                 return {"unavailable": f"torch.compile failed: {type(e).__name__}: {e}"}
-        xt = torch.from_numpy(x)
 
         def run():
             with torch.inference_mode():
-                return net(xt).numpy()
+                out = net(*args)
+            return (out[0] if isinstance(out, (tuple, list)) else out).numpy()  # the first output
 
     try:
         got = run()
     except Exception as e:  # noqa: BLE001 - reported in the table
+        if peer == "torch_compile":  # it compiles at the first call
+            return {"unavailable": f"torch.compile failed: {type(e).__name__}: {e}"}
         return {"error": f"{type(e).__name__}: {e}"}
     if expected is not None:
         scale = max(1.0, float(np.abs(expected).max()))
@@ -159,7 +189,7 @@ def _child(spec: dict) -> dict | None:
     print(json.dumps({"ready": True, "runs_per_timing": count, "cpuid_isa": capped and capped.value}), flush=True)
     for _ in sys.stdin:
         print(json.dumps(timed(count) / count), flush=True)
-    return None
+    return {"peak_rss_mib": peak_rss_mib()}
 
 
 def _spawn(spec: dict, env: dict | None = None) -> dict:
@@ -200,10 +230,13 @@ class _Peer:
             raise RuntimeError(self._failure())
         return float(json.loads(line))
 
-    def close(self) -> None:
+    def close(self) -> float | None:
+        """End the child; its peak RSS in MiB, as a child that served its timings reports it last."""
         if self.proc.stdin:
             self.proc.stdin.close()
+        last = self.proc.stdout.read().strip().splitlines()[-1:] if self.ok else []
         self.proc.wait()
+        return json.loads(last[0]).get("peak_rss_mib") if last else None
 
 
 def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
@@ -212,11 +245,13 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
     load of a shared machine changes under all peers alike. With ``processes`` > 1 this is done again in fresh
     child processes (started in a rotated order) and a peer's figure is the median of its processes' medians: a
     process's memory placement can bias all of its timings (4-10% between processes timing one network here).
+    Also each peer's ``peak_rss_mib``: the largest peak RSS of its processes (loading, checking, timing).
     ``caps``: environment of the capped peers' processes (``isa_caps``)."""
     if processes < 1 or repeat < 1:
         raise ValueError(f"need at least one set of processes and one round; got processes={processes}, "
                          f"repeat={repeat}")
     runs: dict[str, list[list[float]]] = {name: [] for name in specs}
+    rss: dict[str, float] = {}  # each peer's largest peak RSS of its processes
     status: dict[str, dict] = {}
     cpuid: dict[str, str | None] = {}
     for k in range(processes):
@@ -234,8 +269,10 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
                     time.sleep(0.05)  # the previous peer's threads stop spinning
                     runs[name][-1].append(peers[name].next())
         finally:
-            for p in peers.values():
-                p.close()
+            for name, p in peers.items():
+                peak = p.close()
+                if peak is not None:
+                    rss[name] = max(peak, rss.get(name, 0.0))
         status.update({name: p.status for name, p in peers.items() if not p.ok and name not in status})
         cpuid.update({name: p.status.get("cpuid_isa") for name, p in peers.items() if p.ok})
     out: dict[str, dict] = {}
@@ -245,6 +282,8 @@ def time_interleaved(specs: dict[str, dict], repeat: int, processes: int = 1,
             continue
         medians = [float(np.median(r)) for r in runs[name]]
         out[name] = {"median_s": float(np.median(medians)), "runs_s": [t for r in runs[name] for t in r]}
+        if name in rss:
+            out[name]["peak_rss_mib"] = rss[name]
         if cpuid.get(name):  # the ISA the peer's processes capped CPUID to, as they reported it
             out[name]["cpuid_isa"] = cpuid[name]
         if processes > 1:
@@ -513,9 +552,7 @@ def main() -> int:
     if args.child:
         spec = json.loads(args.child)
         fn = _compile_child if spec.get("compile") else _rss_child if spec.get("rss") else _child
-        result = fn(spec)
-        if result is not None:
-            print(json.dumps(result))
+        print(json.dumps(fn(spec)))
         return 0
     tune_trials = None if args.tune is None else parse_tune(args.tune, args.models, p)
     if args.target is not None:

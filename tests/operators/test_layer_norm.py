@@ -27,9 +27,12 @@ def layer_norm_model(shape, axis, bias=True, scale_shape=None, opset=17, **attrs
 
 @settings(max_examples=15, deadline=None)
 @given(shape=st.lists(st.integers(1, 24), min_size=1, max_size=4), data=st.data(), bias=st.booleans(),
-       offset=st.floats(-50, 50), epsilon=st.sampled_from([1e-5, 1e-3]))
-def test_layer_norm_equals_onnxruntime(shape, data, bias, offset, epsilon):
-    """Any shape, any axis (negative too), rows far from zero mean (the two-pass statistics keep precision)."""
+       offset=st.floats(-50, 50), epsilon=st.sampled_from([1e-5, 1e-3]), vectors=st.integers(0, 12))
+def test_layer_norm_equals_onnxruntime(shape, data, bias, offset, epsilon, vectors):
+    """Any shape, any axis (negative too), rows far from zero mean (the two-pass statistics keep precision); a
+    last axis of whole vectors (``vectors`` of 8) half the time: the statistics then summed in vector lanes."""
+    if vectors:
+        shape = [*shape[:-1], 8 * vectors]
     rank = len(shape)
     axis = data.draw(st.integers(-rank, rank - 1))
     m = layer_norm_model(shape, axis, bias, epsilon=epsilon)
@@ -64,6 +67,7 @@ def test_a_transformer_block_shape_compiles_into_one_kernel():
     m = layer_norm_model((1, 128, 768), -1)
     module = nw.compile(m)
     assert [k.kind for k in module.manifest.kernels] == ["layer_norm"]
+    assert "row_sum_lanes" in module.source and "row_squares_lanes" in module.source  # sums in vectors
     x = rand((1, 128, 768), 6, -3, 3)
     assert_close(module(x), ort_run(m, {"x": x})[0])
 
