@@ -56,6 +56,24 @@ def infer_region(producer: str, shape: tuple[int, ...], consumer_body: Expr, roo
     return Region(tuple(mins), tuple(exts))
 
 
+def union_regions(regions: list[Region], shape: tuple[int, ...], fixed: Ranges, analyzer: Analyzer) -> Region:
+    """The smallest region holding every one of ``regions`` (of one tensor of ``shape``) where their first elements
+    differ by constants; the whole dimension where they do not."""
+    first = regions[0]
+    mins, exts = list(first.mins), list(first.extents)
+    for other in regions[1:]:
+        for d, full in enumerate(shape):
+            delta = analyzer.simplify(other.mins[d] - mins[d], fixed)
+            if not isinstance(delta, Const):
+                mins[d], exts[d] = Const(0), full
+                continue
+            lo, hi = min(0, int(delta.value)), max(exts[d], int(delta.value) + other.extents[d])
+            mins[d], exts[d] = analyzer.simplify(mins[d] + lo, fixed), hi - lo
+            if exts[d] >= full:
+                mins[d], exts[d] = Const(0), full
+    return Region(tuple(mins), tuple(exts))
+
+
 def domain_guards(first: Expr, offset: Expr, extent: int, full: int, outer: Ranges,
                   analyzer: Analyzer) -> list[Expr]:
     """Conditions keeping ``first + offset`` inside ``[0, full)`` where the region (of ``extent`` elements

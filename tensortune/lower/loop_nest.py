@@ -21,7 +21,7 @@ from ..target import CACHE_LINE
 from ..te.expr import (AxisKind, Binary, BinOp, Call, Cast, Compare, CmpOp, Const, Expr, Not, Reduce, Reducer, Select,
                        TensorRead, Var, free_vars, substitute, transform, walk)
 from ..te.tensor import Tensor
-from .bound import Region, domain_guards, infer_region
+from .bound import Region, domain_guards, infer_region, union_regions
 
 _INDEX_LIMIT = 2**31 - 1
 #: a prefetch share of at most this many lines is unrolled into straight-line code
@@ -197,17 +197,18 @@ class _Builder:
             if st.attach.axis not in tgt.leaves:
                 raise ScheduleError(tgt.name, st.attach.axis, f"'{n}' is computed at this axis, which is no longer "
                                                               f"a loop of '{tgt.name}' (loops: {tgt.leaves})")
-            path = self._path_to(n, tgt.name)
-            if path is None:
+            paths = self._paths_to(n, tgt.name)
+            if paths is None:
                 raise ScheduleError(n, None, f"computed at '{tgt.name}' but read by {self.readers[n]} after inlining;"
-                                             " a stage must be computed at its only consumer, or at a loop of a "
-                                             "stage that consumer is computed inside")
-            if len(path) > 1:  # through a consumer computed inside tgt: at or outside the loop that holds it
-                holder = self.stages[path[-2]].attach.axis
-                if tgt.leaves.index(st.attach.axis) > tgt.leaves.index(holder):
-                    raise ScheduleError(n, None, f"computed at loop '{st.attach.axis}' of '{tgt.name}', inside loop "
-                                                 f"'{holder}' where its consumer '{path[0]}' is computed; compute it "
-                                                 "at that loop or an outer one")
+                                             " a stage must be computed at its consumers' stage, or at a loop of a "
+                                             "stage its consumers are computed inside")
+            for path in paths:
+                if len(path) > 1:  # through a consumer computed inside tgt: at or outside the loop that holds it
+                    holder = self.stages[path[-2]].attach.axis
+                    if tgt.leaves.index(st.attach.axis) > tgt.leaves.index(holder):
+                        raise ScheduleError(n, None, f"computed at loop '{st.attach.axis}' of '{tgt.name}', inside "
+                                                     f"loop '{holder}' where its consumer '{path[0]}' is computed; "
+                                                     "compute it at that loop or an outer one")
             # no cycles: walking up the attach chain must end at the root
             seen, cur = {n}, st
             while isinstance(cur.attach, AttachAt):
@@ -216,27 +217,35 @@ class _Builder:
                 seen.add(cur.attach.target)
                 cur = self.stages[cur.attach.target]
 
-    def _path_to(self, name: str, target: str) -> list[str] | None:
-        """The consumers from ``name``'s only reader up to ``target`` (its last element), each computed inside the
-        next; None when ``name`` has several readers or its reader is not ``target`` nor computed inside it."""
-        if len(self.readers[name]) != 1:
-            return None
-        path = [self.readers[name][0]]
-        while path[-1] != target:
-            attach = self.stages[path[-1]].attach
-            if not isinstance(attach, AttachAt) or attach.target in path:
-                return None
-            path.append(attach.target)
-        return path
+    def _paths_to(self, name: str, target: str) -> list[list[str]] | None:
+        """For each reader of ``name``, the consumers from it up to ``target`` (its last element), each computed
+        inside the next; None when a reader is not ``target`` nor computed inside it."""
+        paths = []
+        for reader in self.readers[name]:
+            path = [reader]
+            while path[-1] != target:
+                attach = self.stages[path[-1]].attach
+                if not isinstance(attach, AttachAt) or attach.target in path:
+                    return None
+                path.append(attach.target)
+            paths.append(path)
+        return paths or None
 
-    def _region_read(self, name: str, path: list[str], root_val: dict, free: Ranges, fixed: Ranges) -> Region:
-        """The region of ``name`` read while the ``free`` loops of ``path[-1]`` (the stage being built, its root
-        variables at ``root_val``) sweep their ranges: through each consumer of ``path`` computed inside the next,
-        the region of that consumer there, then what its body reads of the stage before."""
+    def _region_read(self, name: str, paths: list[list[str]], root_val: dict, free: Ranges,
+                     fixed: Ranges) -> Region:
+        """The region of ``name`` its readers read while the ``free`` loops of the stage being built (each path's
+        last element; its root variables at ``root_val``) sweep their ranges: the union over ``paths`` of what
+        each reader reads (``_path_region``)."""
+        regions = [self._path_region(name, path, root_val, free, fixed) for path in paths]
+        return union_regions(regions, self.stages[name].shape, fixed, self.ana)
+
+    def _path_region(self, name: str, path: list[str], root_val: dict, free: Ranges, fixed: Ranges) -> Region:
+        """The region of ``name`` read through ``path``: through each consumer computed inside the next, the region
+        of that consumer there, then what its body reads of the stage before."""
         if len(path) == 1:
             return infer_region(name, self.stages[name].shape, self.bodies[path[0]], root_val, free, fixed, self.ana)
         reader = self.stages[path[0]]
-        outer = self._region_read(reader.name, path[1:], root_val, free, fixed)
+        outer = self._region_read(reader.name, [path[1:]], root_val, free, fixed)
         axes = list(reader.op.axes)
         inner = {iv.var: Var(f"{iv.var.name}.r") for iv in axes}
         values = {iv.var: self.ana.simplify(outer.mins[d] + inner[iv.var], fixed) for d, iv in enumerate(axes)}
@@ -305,7 +314,7 @@ class _Builder:
                 if shared:  # one buffer for the whole block: every thread's part of it
                     kid_free = {**free, **{v: r for v, r in fixed.items() if v in self.thread_vars}}
                     kid_fixed = {v: r for v, r in fixed.items() if v not in self.thread_vars}
-                region = self._region_read(kid.name, self._path_to(kid.name, st.name), root_val, kid_free,
+                region = self._region_read(kid.name, self._paths_to(kid.name, st.name), root_val, kid_free,
                                            kid_fixed)
                 self.regions[kid.name] = region
                 scope = Scope.SHARED if shared else Scope.LOCAL
@@ -367,14 +376,14 @@ class _Builder:
                 raise ScheduleError(issuer.name, p.at, f"prefetch of '{p.tensor}' for loop '{p.loop}' of '{st.name}': "
                                                        "it must be issued at that loop or inside it")
             src = self.stages[p.tensor]
-            path = self._path_to(p.tensor, st.name) if src.attach == ROOT else None
-            if path is None:
+            paths = self._paths_to(p.tensor, st.name) if src.attach == ROOT else None
+            if paths is None:
                 raise ScheduleError(st.name, p.loop, f"prefetch: '{p.tensor}' must be an input or a stage computed "
                                                      f"at the root, read only by '{st.name}' or a stage computed "
                                                      "inside it")
             free = lv.ranges(st.leaves[first_pos + 1:])
             fixed = {**outer, **lv.ranges(st.leaves[:first_pos + 1])}
-            region = self._region_read(p.tensor, path, root_val, free, fixed)
+            region = self._region_read(p.tensor, paths, root_val, free, fixed)
             buf = self.buffers[p.tensor]
             lines, address = self._lines(buf, region, fixed)
             inner = st.leaves[first_pos + 1:st.leaves.index(last) + 1]

@@ -531,14 +531,12 @@ def _apply_compute_at(s: Schedule, step: ComputeAt) -> None:
         raise ScheduleError(st.name, None, f"compute_at: no stage named '{step.target}'")
     tgt = s.stages[step.target]
     readers = [c for c, cs in s.stages.items() if cs.attach != INLINE and st.name in _effective_reads(s, c)]
-    if step.target == st.name or step.target not in readers + _attach_chain(s, readers):
-        raise ScheduleError(st.name, None, f"compute_at: stage '{step.target}' does not read '{st.name}'; a stage "
-                                           "can only be computed inside a loop of a stage that consumes it, or of "
-                                           "a stage its consumer is computed inside")
-    if len(readers) > 1:
-        others = [c for c in readers if c != step.target]
-        raise ScheduleError(st.name, None, f"compute_at: '{st.name}' is also read by {others}; a stage read by "
-                                           "several stages must stay at the root")
+    outside = [c for c in readers if c != step.target and step.target not in _attach_chain(s, [c])]
+    if step.target == st.name or not readers or outside:
+        raise ScheduleError(st.name, None, f"compute_at: stage '{step.target}' does not read '{st.name}'"
+                            + (f" nor computes its reader(s) {outside} inside it" if outside and readers else "")
+                            + "; a stage can only be computed inside a loop of the stage that consumes it, or of a "
+                            "stage its consumers are computed inside (compute them there first)")
     if step.axis not in tgt.leaves:
         raise ScheduleError(step.target, step.axis, f"compute_at: '{step.axis}' is not a current loop of "
                                                     f"'{step.target}' (its loops are {tgt.leaves})")

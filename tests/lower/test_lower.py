@@ -565,6 +565,26 @@ def test_compute_at_through_two_consumers(check_lowering, check_run, rng):
     check_run(s, [A, Wt, D], [a, w], _stencil_reference(a, w), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("block", [1, 3, 4])
+def test_compute_at_with_two_readers_allocates_their_union(check_lowering, check_run, rng, block):
+    """P read by Q1 (computed inside R's column blocks) and by R itself one column further on (the statistics of a
+    row read by a normalization and by the output): computed once per block, over the union of what both read."""
+    A = te.placeholder((6, 13), "float32", "A")
+    P = te.compute((6, 13), lambda i, j: A[i, j] * 2.0, "P")
+    Q1 = te.compute((6, 12), lambda i, j: P[i, j] + 1.0, "Q1")
+    R = te.compute((6, 12), lambda i, j: Q1[i, j] * P[i, j + 1], "R")
+    s = tt.create_schedule(R)
+    i, j = s[R].axis
+    jo, ji = s[R].split(j, block)
+    s[Q1].compute_at(s[R], jo)
+    s[P].compute_at(s[R], jo)
+    fn = check_lowering(s, [A, R])
+    assert _allocs(fn)["P"].shape == (1, block + 1)
+    a = rng.standard_normal(A.shape).astype("float32")
+    p = a * 2
+    check_run(s, [A, R], [a], (p[:, :12] + 1) * p[:, 1:], rtol=1e-5, atol=1e-6)
+
+
 def test_compute_at_inside_the_loop_that_holds_its_consumer_is_an_error(check_lowering):
     """P at D's innermost loop while its consumer C is computed at an outer loop of D: P would be computed after
     C read it."""

@@ -208,7 +208,7 @@ def test_compute_at_a_stage_whose_consumer_is_not_computed_inside_it():
     """A stage may be computed at a loop of its consumer's consumer only when its consumer is computed inside it."""
     A, P, Q, E, R = pipeline()
     s = tt.create_schedule(R)
-    raises_rule(lambda: s[P].compute_at(s[R], s[R].axis[0]), "P", None, "or of a stage its consumer is computed")
+    raises_rule(lambda: s[P].compute_at(s[R], s[R].axis[0]), "P", None, "or of a stage its consumers are computed")
     s[Q].compute_at(s[R], s[R].axis[1])
     s[P].compute_at(s[R], s[R].axis[0])  # now Q, P's consumer, is computed inside R
     assert s.stages["P"].attach == AttachAt("R", s[R].axis[0].name)
@@ -222,12 +222,17 @@ def test_compute_at_an_axis_that_is_not_a_loop_of_the_target():
 
 
 def test_compute_at_a_stage_read_by_several_stages():
+    """A stage read by several may be computed at a loop of one of them only once the others are computed inside
+    that stage."""
     A = te.placeholder((8,), "float32", "A")
     P = te.compute((8,), lambda i: A[i] * 2.0, "P")
     Q1 = te.compute((8,), lambda i: P[i] + 1.0, "Q1")
     Q2 = te.compute((8,), lambda i: P[i] + Q1[i], "Q2")
     s = tt.create_schedule(Q2)
-    raises_rule(lambda: s[P].compute_at(s[Q2], s[Q2].axis[0]), "P", None, "also read by ['Q1']")
+    raises_rule(lambda: s[P].compute_at(s[Q2], s[Q2].axis[0]), "P", None, "nor computes its reader(s) ['Q1']")
+    s[Q1].compute_at(s[Q2], s[Q2].axis[0])
+    s[P].compute_at(s[Q2], s[Q2].axis[0])
+    assert s.stages["P"].attach == AttachAt("Q2", s[Q2].axis[0].name)
 
 
 def test_compute_at_of_an_output():
