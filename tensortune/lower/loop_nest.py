@@ -244,8 +244,8 @@ class _Builder:
         of that consumer there, then what its body reads of the stage before."""
         if len(path) == 1:
             return infer_region(name, self.stages[name].shape, self.bodies[path[0]], root_val, free, fixed, self.ana)
-        reader = self.stages[path[0]]
-        outer = self._region_read(reader.name, [path[1:]], root_val, free, fixed)
+        reader = self.stages[path[0]]  # its region: what all its own readers read (it may have several)
+        outer = self._region_read(reader.name, self._paths_to(reader.name, path[-1]), root_val, free, fixed)
         axes = list(reader.op.axes)
         inner = {iv.var: Var(f"{iv.var.name}.r") for iv in axes}
         values = {iv.var: self.ana.simplify(outer.mins[d] + inner[iv.var], fixed) for d, iv in enumerate(axes)}

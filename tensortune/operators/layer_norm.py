@@ -20,7 +20,8 @@ from ..graph.ir import Graph, Node
 from ..graph.op import Op, broadcast_shapes, check_count, check_float
 from ..schedule import create_schedule
 from ..target import Target
-from .kernel import KernelArgs, KernelDef, lanes_of, read_broadcast, schedule_elementwise, schedule_reductions
+from .kernel import KernelArgs, KernelDef, lanes_of, read_broadcast, schedule_reductions
+from .rows import lane_reduce, schedule_by_rows
 from .onnx_convert import ImportContext, OnnxNode, Reject, axis, converter, only_output
 
 
@@ -56,53 +57,19 @@ class RowStatistics:
 def row_statistics(rows: tuple[int, ...], row: tuple[int, ...], at: Callable[[tuple, tuple], te.Expr],
                    lanes: int = 1) -> RowStatistics:
     """The statistics of rows indexed by ``rows`` (a shape), each of shape ``row``; ``at(o, r)``: element ``r`` of
-    row ``o``, in float32. Shared by the normalizations over rows (layer, group and instance normalization).
-
-    With ``lanes`` dividing the row's last axis, each sum runs in ``lanes`` partial sums (``[*rows, lanes]``, one
-    vector accumulated over the row: ``schedule_rows`` vectorizes it), then one sum of the lanes."""
+    row ``o``, in float32. Shared by the normalizations over rows (layer, group and instance normalization). With
+    ``lanes``, each sum in vector lanes where they divide the row's last axis (``rows.lane_reduce``)."""
     inv = te.const(1.0 / math.prod(row), "float32")
     zero = (te.const(0, "int32"),) * len(row)
-    by_lanes = lanes > 1 and row[-1] % lanes == 0
-
-    def row_sum(term: Callable[[tuple, tuple], te.Expr], name: str) -> list[te.Tensor]:
-        if not by_lanes:
-            r = [te.reduce_axis(d, f"{name[4]}{k}") for k, d in enumerate(row)]
-            return [te.compute(rows, lambda *o: te.sum(term(o, tuple(r)), axis=r), name)]
-        r = [te.reduce_axis(d, f"{name[4]}{k}") for k, d in enumerate(row[:-1])]
-        r.append(te.reduce_axis(row[-1] // lanes, f"{name[4]}v"))
-        part = te.compute((*rows, lanes), lambda *ol: te.sum(term(ol[:-1], (*r[:-1], r[-1] * lanes + ol[-1])), axis=r),
-                          f"{name}_lanes")
-        lane = te.reduce_axis(lanes, f"{name[4]}l")
-        return [part, te.compute(rows, lambda *o: te.sum(part[(*o, lane)], axis=lane), name)]
-
-    shifted = row_sum(lambda o, r: at(o, r) - at(o, zero), "row_sum")
+    shifted = lane_reduce(rows, row, lambda o, r: at(o, r) - at(o, zero), lanes, te.sum, "row_sum")
     mean = te.compute(rows, lambda *o: at(o, zero) + shifted[-1][o] * inv, "row_mean")
 
     def deviation(o, r):
         d = at(o, r) - mean[o]
         return d * d
 
-    sq = row_sum(deviation, "row_squares")
+    sq = lane_reduce(rows, row, deviation, lanes, te.sum, "row_squares")
     return RowStatistics((*shifted, mean, *sq), mean, sq[-1], math.prod(row))
-
-
-def schedule_rows(s, stats: RowStatistics, out: te.Tensor, lanes: int, min_parallel: int = 1 << 14) -> None:
-    """The statistics' lane sums over the rows in parallel (when a pass over the rows reads ``min_parallel``
-    elements), each accumulated in one vector; their sums of lanes and the means serial (one number per row);
-    ``out`` elementwise, in vectors and parallel. (The statistics stay at the root: the mean is read by two
-    stages, which one loop cannot hold.)"""
-    for t in stats.stages:
-        st = s[t]
-        if not t.name.endswith("_lanes"):
-            continue
-        *rows, lane = st.axis
-        fused = st.fuse(*rows) if len(rows) > 1 else rows[0]
-        st.reorder(*st.reduce_axis, lane)
-        st.vectorize(lane)
-        if math.prod(out.shape) >= min_parallel and fused.extent > 1:
-            st.parallel(fused)
-    schedule_reductions(s, [t for t in stats.stages if not t.name.endswith("_lanes")], lanes, min_parallel=1 << 30)
-    schedule_elementwise(s, out, lanes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +116,10 @@ class LayerNorm(Op):
 
         out = te.compute(shape, body, "out")
         s = create_schedule(out)
-        schedule_rows(s, stats, out, lanes)
+        if outer:
+            schedule_by_rows(s, out, stats.stages, len(outer), lanes)
+        else:  # one row
+            schedule_reductions(s, [*stats.stages, out], lanes)
         return a.done("layer_norm", node, out, s, 8 * xv.type.size)
 
 

@@ -16,6 +16,7 @@ from ..graph.op import Op, Pattern, check_count, check_float
 from ..schedule import create_schedule
 from ..target import Target
 from .kernel import KernelArgs, KernelDef, lanes_of, schedule_reductions
+from .rows import lane_reduce, schedule_by_rows
 from .onnx_convert import ImportContext, OnnxNode, axis, converter
 from .reshape import Reshape
 
@@ -65,7 +66,7 @@ class Softmax(Op):
         x = a.value(node.inputs[0], "data")
         shape, dtype = xv.shape, xv.dtype
         red_shape = tuple(1 if d == ax else n for d, n in enumerate(shape))
-        k1, k2 = te.reduce_axis(shape[ax], "k"), te.reduce_axis(shape[ax], "j")
+        k2 = te.reduce_axis(shape[ax], "j")
 
         def at(idx, k):
             src = list(idx)
@@ -75,7 +76,11 @@ class Softmax(Op):
         def f32(e):
             return e if dtype in ("float32", "float64") else e.astype("float32")
 
-        mx = te.compute(red_shape, lambda *i: te.max(f32(x[at(i, k1)]), axis=k1), "row_max")
+        lanes = lanes_of(target, xv.dtype, node)
+        last = ax == len(shape) - 1  # rows of the last axis: their maximum and sum in vector lanes, row by row
+        mx_stages = lane_reduce(red_shape, (shape[ax],), lambda o, r: f32(x[at(o, r[0])]), lanes if last else 1,
+                                te.max, "row_max")
+        mx = mx_stages[-1]
         zero = te.const(0, "int32")
         if self.mode is SoftmaxKind.HARDMAX:  # the first index holding the maximum
             n = te.const(shape[ax], "int32")
@@ -86,16 +91,21 @@ class Softmax(Op):
             stages = [mx, first, out]
         else:  # the exponentials as a stage of their own, computed in whole vectors (in a sum, one expf each)
             ex = te.compute(shape, lambda *i: te.exp(f32(x[i]) - mx[at(i, zero)]), "exp")
-            sm = te.compute(red_shape, lambda *i: te.sum(ex[at(i, k2)], axis=k2), "row_sum")
+            sm_stages = lane_reduce(red_shape, (shape[ax],), lambda o, r: ex[at(o, r[0])], lanes if last else 1,
+                                    te.sum, "row_sum")
+            sm = sm_stages[-1]
             if self.mode is SoftmaxKind.LOG_SOFTMAX:  # x - (max + log(sum)): one log per row
                 lse = te.compute(red_shape, lambda *i: mx[i] + te.log(sm[i]), "log_sum_exp")
                 out = te.compute(shape, lambda *i: (f32(x[i]) - lse[at(i, zero)]).astype(dtype), "out")
-                stages = [mx, ex, sm, lse, out]
+                stages = [*mx_stages, ex, *sm_stages, lse, out]
             else:
                 out = te.compute(shape, lambda *i: (ex[i] / sm[at(i, zero)]).astype(dtype), "out")
-                stages = [mx, ex, sm, out]
+                stages = [*mx_stages, ex, *sm_stages, out]
         s = create_schedule(out)
-        schedule_reductions(s, stages, lanes_of(target, xv.dtype, node))
+        if last and len(shape) > 1 and self.mode is not SoftmaxKind.HARDMAX:
+            schedule_by_rows(s, out, stages[:-1], len(shape) - 1, lanes)
+        else:
+            schedule_reductions(s, stages, lanes)
         return a.done("softmax", node, out, s)
 
 

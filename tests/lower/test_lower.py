@@ -585,6 +585,26 @@ def test_compute_at_with_two_readers_allocates_their_union(check_lowering, check
     check_run(s, [A, R], [a], (p[:, :12] + 1) * p[:, 1:], rtol=1e-5, atol=1e-6)
 
 
+def test_compute_at_through_a_stage_with_two_readers(check_lowering, check_run, rng):
+    """P's only reader M has two (Q1, and R one column further on), all computed in R's column blocks: P's region
+    is what M's union of regions reads, not what one of M's readers alone would."""
+    A = te.placeholder((4, 14), "float32", "A")
+    P = te.compute((4, 14), lambda i, j: A[i, j] + 1.0, "P")
+    M = te.compute((4, 13), lambda i, j: P[i, j] * P[i, j + 1], "M")
+    Q1 = te.compute((4, 12), lambda i, j: M[i, j] - 1.0, "Q1")
+    R = te.compute((4, 12), lambda i, j: Q1[i, j] + M[i, j + 1], "R")
+    s = tt.create_schedule(R)
+    jo, ji = s[R].split(s[R].axis[1], 3)
+    for t in (Q1, M, P):
+        s[t].compute_at(s[R], jo)
+    fn = check_lowering(s, [A, R])
+    assert _allocs(fn)["M"].shape == (1, 4) and _allocs(fn)["P"].shape == (1, 5)
+    a = rng.standard_normal(A.shape).astype("float32")
+    p = a + 1
+    m = p[:, :13] * p[:, 1:]
+    check_run(s, [A, R], [a], m[:, :12] - 1 + m[:, 1:], rtol=1e-5, atol=1e-5)
+
+
 def test_compute_at_inside_the_loop_that_holds_its_consumer_is_an_error(check_lowering):
     """P at D's innermost loop while its consumer C is computed at an outer loop of D: P would be computed after
     C read it."""

@@ -211,6 +211,20 @@ def test_softmax_exponentials_run_in_vectors_over_long_rows(kind):
     assert "tt_vexp_f32x8" in src and len(re.findall(r"\bexpf\(", src)) <= 1  # the row's last odd element
 
 
+@settings(max_examples=12, deadline=None)
+@given(rows=st.lists(st.integers(1, 5), min_size=0, max_size=3), vectors=st.integers(1, 9),
+       kind=st.sampled_from(["Softmax", "LogSoftmax"]), seed=st.integers(0, 99))
+def test_softmax_of_rows_of_whole_vectors_reduces_in_lanes_row_by_row(rows, vectors, kind, seed):
+    """Attention's rows (the last axis whole AVX2 vectors): the maximum and the sum in vector lanes, every stage in
+    one parallel loop over the rows; equal to onnxruntime."""
+    shape = (*rows, 8 * vectors)
+    m = model([node(kind, ["x"], ["y"], axis=-1)], {"x": shape}, ["y"], opset=13)
+    check(m, rand(shape, seed, -40, 40))
+    src = nw.compile(m, target=Target.parse("c -isa=avx2 -cores=2 -arch=x86_64")).source
+    assert "row_max_lanes" in src and "row_sum_lanes" in src
+    assert src.count("#pragma omp parallel") <= 1
+
+
 @pytest.mark.parametrize("kind", ["Softmax", "LogSoftmax", "Hardmax"])
 def test_the_softmax_family_on_float16(kind):
     m = model([node(kind, ["x"], ["y"], axis=-1)], {"x": (3, 50)}, ["y"], opset=13,
