@@ -30,7 +30,8 @@ import numpy as np
 from ..errors import ArgumentError, TensortuneError
 from ..frontend.onnx import load_model
 from ..graph.errors import NetworkCompileError
-from .module import CONSTANTS, ExportError, NetworkLoadError, NetworkModule, load
+from ..runtime.module import ALIGNMENT
+from .module import CONSTANTS, ExportError, NetworkLoadError, NetworkModule, aligned_bytes, load
 
 BUCKETS = "buckets.json"
 FORMAT = 1
@@ -219,6 +220,10 @@ def compile_buckets(model, sizes: Mapping[str, Sequence[int]], target=None, log:
     programs = [network_program(proto, tgt, choose, {**(shapes or {}), symbol: s}, arena=arena) for s in ordered]
     whole = replace(programs[0], constants=arena.constants, constants_bytes=arena.top)
     packed = whole.constant_arena()
+    if packed.ctypes.data % ALIGNMENT:  # aligned once here, or each module would realign a copy of its own
+        aligned = aligned_bytes(packed.nbytes)
+        aligned[:] = packed
+        packed = aligned
     modules = {s: load_program(replace(p, constants=whole.constants, constants_bytes=whole.constants_bytes), tgt,
                                num_threads, packed) for s, p in zip(ordered, programs)}
     output_axes = _output_axes(proto, modules, symbol)
