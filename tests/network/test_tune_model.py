@@ -184,3 +184,29 @@ def test_a_network_with_nothing_to_tune_is_a_tune_error(tmp_path):
     with pytest.raises(TuneError, match="no convolution or dense layer .*, and no node that reduces"):
         tune_model(relu, 8, tmp_path / "net.jsonl", progress=False)
     assert not (tmp_path / "net.jsonl").exists()
+
+
+def test_a_transformer_layer_tunes_every_kind_and_still_equals_onnxruntime(tmp_path):
+    """An encoder layer as exporters write it (``test_network_attention``): tune-model has tasks for its dense
+    layers (with their bias, GELU and residual), its batched matmuls, softmax and LayerNorms; every one is tuned
+    within the budget, and the network compiled with the log runs them and equals onnxruntime."""
+    from test_network_attention import encoder_layer
+
+    from tensortune.autotvm.templates.auto import expression_default_template
+
+    m, feeds = encoder_layer(tokens=13, heads=2, head=8, ffn=32, mask="padding", gelu="erf")
+    log = tmp_path / "encoder.jsonl"
+    untuned = {DEFAULT_TEMPLATE, expression_default_template.name}
+
+    def measure(inputs):  # fake_measure's, the untuned kernels of expression tasks slower than all too
+        return [MeasureResult((1e-3 if i.task.name in untuned else 1e-6 * (1 + (i.config_index * 7919) % 97),),
+                              ErrorKind.NONE, "", 0.0) for i in inputs]
+
+    result = tune_model(m, 160, log, tuner="random", round_size=8, measure=measure, seed=0, progress=False)
+    assert all(n > 0 for n in result.trials)
+    kinds = {w.task.name for w in result.tasks}
+    assert {CONV_TEMPLATE, "auto_expression"} <= kinds
+    module = nw.compile(m, log=log)
+    tuned = {k.kind for k in module.manifest.kernels if k.template}
+    assert {"dense", "softmax", "layer_norm", "matmul"} <= tuned, tuned
+    assert_close(module.run(feeds)["y"], ort_run(m, feeds)[0], "tuned encoder layer")
