@@ -20,17 +20,30 @@ def lane_reduce(rows: tuple[int, ...], row: tuple[int, ...], term: Callable[[tup
                 reducer: Callable, name: str) -> list[te.Tensor]:
     """The stages reducing ``term(o, r)`` over each row ``r`` (of shape ``row``) of the rows ``o`` (of shape
     ``rows``) with ``reducer`` (``te.sum``, ``te.max``); the last stage is the result, of shape ``rows``. In vector
-    lanes (a ``<name>_lanes`` stage first) where ``lanes`` divides the row's last axis, else one stage."""
+    lanes (a ``<name>_lanes`` stage first) where the row's last axis holds at least two vectors; the elements past
+    its last whole vector (a row of 1500) join the lanes' reduction."""
     tag = name.split("_")[-1][0]
     r = [te.reduce_axis(d, f"{tag}{k}") for k, d in enumerate(row[:-1])]
-    if lanes <= 1 or row[-1] % lanes:
+    whole, tail = divmod(row[-1], lanes) if lanes > 1 else (0, row[-1])
+    if whole < 2:
         last = te.reduce_axis(row[-1], f"{tag}{len(row) - 1}")
         return [te.compute(rows, lambda *o: reducer(term(o, (*r, last)), axis=[*r, last]), name)]
-    step = te.reduce_axis(row[-1] // lanes, f"{tag}v")
+    step = te.reduce_axis(whole, f"{tag}v")
     part = te.compute((*rows, lanes), lambda *ol: reducer(term(ol[:-1], (*r, step * lanes + ol[-1])),
                                                           axis=[*r, step]), name + LANES_SUFFIX)
-    lane = te.reduce_axis(lanes, f"{tag}l")
-    return [part, te.compute(rows, lambda *o: reducer(part[(*o, lane)], axis=lane), name)]
+    q = te.reduce_axis(lanes + tail, f"{tag}l")
+    if not tail:
+        return [part, te.compute(rows, lambda *o: reducer(part[(*o, q)], axis=q), name)]
+    if r:  # a tail of each row of a multi-axis row: its other axes would have to be reduced too
+        last = te.reduce_axis(row[-1], f"{tag}{len(row) - 1}")
+        return [te.compute(rows, lambda *o: reducer(term(o, (*r, last)), axis=[*r, last]), name)]
+
+    def body(*o):  # the lanes, then the tail's elements (indices clamped: only the taken branch is read)
+        lane = part[(*o, te.minimum(q, lanes - 1))]
+        rest = term(o, (te.maximum(q - lanes, 0) + whole * lanes,))
+        return reducer(te.select(q < lanes, lane, rest), axis=q)
+
+    return [part, te.compute(rows, body, name)]
 
 
 def schedule_by_rows(s, out: te.Tensor, stages: Sequence[te.Tensor], outer: int, lanes: int,
