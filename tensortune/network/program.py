@@ -92,7 +92,9 @@ def network_steps(g: Graph, target: Target, choose: Callable[[Graph, Node, Targe
 
 class ConstantArena:
     """Constants laid out one after another: an array several calls share is stored once, and with
-    ``by_content`` an array equal to one placed before (by another program: the sizes of a bucketed module) too."""
+    ``by_content`` an array equal to one placed before too: a weight that each call packed for itself (a recurrent
+    layer unrolled into steps: one copy, not one per step, which also keeps it in the cache from step to step), or
+    that another program placed (the sizes of a bucketed module)."""
 
     def __init__(self, by_content: bool = False):
         self.constants: list[tuple[int, np.ndarray]] = []  # (offset, array)
@@ -138,7 +140,7 @@ def build_program(g: Graph, target: Target, choose: Callable[[Graph, Node, Targe
     """
     backend = network_backend(target)
     st = network_steps(g, target, choose or default_kernel)
-    arena = arena if arena is not None else ConstantArena()
+    arena = arena if arena is not None else ConstantArena(by_content=True)  # one copy of a weight packed per call
     const_at = place_constants(st.steps, arena)
     constants, const_bytes = list(arena.constants), arena.top
     specs = (tuple(_spec(g, i) for i in g.inputs), tuple(_spec(g, o) for o in g.outputs))
