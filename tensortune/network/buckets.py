@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import ArgumentError, TensortuneError
-from ..frontend.onnx import load_model
+from ..frontend.onnx import import_onnx, load_model
 from ..graph.errors import NetworkCompileError
 from ..runtime.module import ALIGNMENT
 from .module import CONSTANTS, ExportError, NetworkLoadError, NetworkModule, aligned_bytes, load
@@ -110,6 +110,9 @@ class BucketedModule:
                     raise ArgumentError(f"input '{name}' has shape {list(a.shape)}; the network pads its axis {ax} "
                                         f"({self.layout.symbol})")
                 seen.setdefault(int(a.shape[ax]), f"'{name}' axis {ax}")
+        if not seen:
+            raise ArgumentError(f"the network takes inputs {[s.name for s in self.inputs]}; none of those padded "
+                                f"along {self.layout.symbol} ({sorted(self.layout.input_axes)}) was given")
         if len(seen) != 1:
             raise BucketError(f"the inputs disagree on {self.layout.symbol}: "
                               + ", ".join(f"{where} has {n}" for n, where in sorted(seen.items())))
@@ -226,7 +229,11 @@ def compile_buckets(model, sizes: Mapping[str, Sequence[int]], target=None, log:
         packed = aligned
     modules = {s: load_program(replace(p, constants=whole.constants, constants_bytes=whole.constants_bytes), tgt,
                                num_threads, packed) for s, p in zip(ordered, programs)}
-    output_axes = _output_axes(proto, modules, symbol)
+    for spec in modules[ordered[0]].inputs:  # an integer input (token ids) takes an integer pad value
+        value = (pad_values or {}).get(spec.name)
+        if value is not None and not spec.dtype.is_float and float(value) != int(value):
+            raise BucketError(f"input '{spec.name}' is {spec.dtype}: pad it with an integer, not {value}")
+    output_axes = _output_axes(proto, shapes or {}, modules, symbol)
     layout = BucketLayout(symbol, ordered, input_axes, output_axes,
                           {k: float(v) for k, v in (pad_values or {}).items()})
     return BucketedModule(layout, modules)
@@ -253,21 +260,28 @@ def _symbol_axes(values, symbol: str) -> dict[str, tuple[int, ...]]:
     return {k: v for k, v in axes.items() if v}
 
 
-def _output_axes(proto, modules: Mapping[int, NetworkModule], symbol: str) -> dict[str, tuple[int, ...]]:
+def _output_axes(proto, shapes: Mapping, modules: Mapping[int, NetworkModule], symbol: str) -> dict[str, tuple[int, ...]]:
     """The axes of each output that have the symbol's size: those whose size follows it from one size to the next
-    (exporters name output dimensions unreliably); with one size, those the model names after the symbol. An axis
-    that grows otherwise (twice the length) cannot be cropped: an error."""
+    (exporters name output dimensions unreliably). With one size, the model's graph is imported once more at the
+    next size to compare with (its declared output dimensions where that import fails). An axis that grows
+    otherwise (twice the length) cannot be cropped: an error."""
     sizes = sorted(modules)
+    shapes_at = {s: {o.name: o.shape for o in modules[s].outputs} for s in sizes}
     if len(sizes) == 1:
-        return _symbol_axes(proto.graph.output, symbol)
-    shapes = {s: {o.name: o.shape for o in modules[s].outputs} for s in sizes}
+        probe = sizes[0] + 1
+        try:
+            g = import_onnx(proto, {**shapes, symbol: probe})
+        except TensortuneError:
+            return _symbol_axes(proto.graph.output, symbol)
+        shapes_at[probe] = {name: g.values[name].shape for name in g.outputs}
+        sizes.append(probe)
     axes: dict[str, tuple[int, ...]] = {}
-    for name, first in shapes[sizes[0]].items():
-        varying = [ax for ax in range(len(first)) if len({shapes[s][name][ax] for s in sizes}) > 1]
-        bad = [ax for ax in varying if any(shapes[s][name][ax] != s for s in sizes)]
+    for name, first in shapes_at[sizes[0]].items():
+        varying = [ax for ax in range(len(first)) if len({shapes_at[s][name][ax] for s in sizes}) > 1]
+        bad = [ax for ax in varying if any(shapes_at[s][name][ax] != s for s in sizes)]
         if bad:
             raise NetworkCompileError(
-                f"output '{name}' axis {bad[0]} has sizes {[shapes[s][name][bad[0]] for s in sizes]} for "
+                f"output '{name}' axis {bad[0]} has sizes {[shapes_at[s][name][bad[0]] for s in sizes]} for "
                 f"{symbol} = {sizes}: not the length itself, so a padded run's output cannot be cropped back; "
                 f"compile each length on its own (shapes={{'{symbol}': n}})")
         if varying:

@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 import tensortune as tt
 from onnx_models import assert_close, model, node, ort_run, rand
 from tensortune.cli import main
+from tensortune.errors import ArgumentError
 from tensortune.graph.errors import NetworkCompileError
 from tensortune.network import BucketError, compile_buckets
 from tensortune.network.program import ConstantArena
@@ -66,6 +67,17 @@ def test_layout_found_from_the_sizes(seq_module):
     assert len(arenas) == 1  # one copy of the weights for every size
 
 
+def test_one_size_crops_outputs_the_model_does_not_name():
+    """One size: the outputs' padded axes found by importing the graph at the next size (this output declares no
+    shape)."""
+    m = model([node("Relu", ["x"], ["y"])], {"x": [1, "sequence", 3]}, ["y"], opset=17)
+    m.graph.output[0].type.tensor_type.ClearField("shape")
+    module = compile_buckets(m, {"sequence": [8]})
+    assert dict(module.layout.output_axes) == {"y": (1,)}
+    x = rand((1, 5, 3), 2)
+    assert_close(module(x), np.maximum(x, 0))
+
+
 def test_pad_values_and_outputs_not_cropped():
     m = max_model()
     module = compile_buckets(m, {"sequence": [8]}, pad_values={"x": -np.inf})
@@ -102,6 +114,18 @@ def test_errors(seq_module):
     doubled = model([node("Concat", ["x", "x"], ["y"], axis=1)], {"x": [1, "sequence", HIDDEN]}, ["y"], opset=17)
     with pytest.raises(NetworkCompileError, match="cannot be cropped"):
         compile_buckets(doubled, {"sequence": [2, 4]})
+
+
+def test_bad_feeds_and_pad_values(seq_module):
+    _, module = seq_module
+    with pytest.raises(ArgumentError, match="none of those padded along sequence"):
+        module.run({})
+    ids = model([node("Cast", ["t"], ["y"], to=1)], {"t": [1, "sequence"]}, ["y"], opset=17, dtypes={"t": "int64"})
+    with pytest.raises(BucketError, match="pad it with an integer"):
+        compile_buckets(ids, {"sequence": [4]}, pad_values={"t": 0.5})
+    module = compile_buckets(ids, {"sequence": [4]}, pad_values={"t": 7})
+    got = module.run({"t": np.array([[1, 2]], np.int64)})["y"]
+    assert got.tolist() == [[1.0, 2.0]]
 
 
 def test_inputs_that_disagree_on_the_length():
