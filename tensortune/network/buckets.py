@@ -31,7 +31,8 @@ from ..errors import ArgumentError, TensortuneError
 from ..frontend.onnx import import_onnx, load_model
 from ..graph.errors import NetworkCompileError
 from ..runtime.module import ALIGNMENT
-from .module import CONSTANTS, ExportError, NetworkLoadError, NetworkModule, aligned_bytes, load
+from .module import CONSTANTS, ExportError, NetworkLoadError, NetworkModule, aligned_bytes
+from .module import load as load_network
 
 BUCKETS = "buckets.json"
 FORMAT = 1
@@ -239,6 +240,14 @@ def compile_buckets(model, sizes: Mapping[str, Sequence[int]], target=None, log:
     return BucketedModule(layout, modules)
 
 
+def load(path: str | os.PathLike, num_threads: int | None = None) -> NetworkModule | BucketedModule:
+    """A compiled network's folder, ready to run: one exported by ``BucketedModule.export`` or by
+    ``NetworkModule.export`` (``tensortune.load``)."""
+    if (Path(path) / BUCKETS).is_file():
+        return load_buckets(path, num_threads)
+    return load_network(path, num_threads)
+
+
 def load_buckets(path: str | os.PathLike, num_threads: int | None = None) -> BucketedModule:
     """A bucketed network exported by ``BucketedModule.export`` (``tensortune.load`` calls this for its folders)."""
     folder = Path(path)
@@ -251,7 +260,7 @@ def load_buckets(path: str | os.PathLike, num_threads: int | None = None) -> Buc
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise NetworkLoadError(f"{folder / BUCKETS} cannot be read ({e}); export the network again") from None
     pool: dict[str, np.ndarray] = {}
-    return BucketedModule(layout, {s: load(folder / str(s), num_threads, pool) for s in layout.sizes})
+    return BucketedModule(layout, {s: load_network(folder / str(s), num_threads, pool) for s in layout.sizes})
 
 
 def _symbol_axes(values, symbol: str) -> dict[str, tuple[int, ...]]:

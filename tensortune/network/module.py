@@ -262,15 +262,12 @@ def spec_json(s: ArgSpec) -> dict:
     return {"name": s.name, "shape": list(s.shape), "dtype": str(s.dtype)}
 
 
-def load(path: str | os.PathLike, num_threads: int | None = None, constants_pool: dict | None = None):
-    """A network exported by ``NetworkModule.export`` (or ``BucketedModule.export``: ``buckets.load_buckets``),
-    ready to run (nothing is compiled). ``constants_pool``: constant arenas by checksum, read once for all the
-    networks loaded with it."""
+def load(path: str | os.PathLike, num_threads: int | None = None, constants_pool: dict | None = None
+         ) -> NetworkModule:
+    """A network exported by ``NetworkModule.export``, ready to run (nothing is compiled); ``tensortune.load``
+    reads bucketed folders too (``buckets.load``). ``constants_pool``: constant arenas by checksum, read once for
+    all the networks loaded with it."""
     folder = Path(path)
-    if (folder / "buckets.json").is_file():
-        from .buckets import load_buckets
-
-        return load_buckets(folder, num_threads)
     if not (folder / MANIFEST).is_file():
         raise NetworkLoadError(f"{folder} is not an exported tensortune network (no {MANIFEST}); create one with "
                                "'tensortune compile model.onnx -o PATH'")
